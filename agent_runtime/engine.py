@@ -1,0 +1,217 @@
+"""The approval engine: runs, interrupts, authorized decisions and the exactly-once resume."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from langchain_core.messages import HumanMessage
+
+from agent_runtime import decisions
+from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
+from agent_runtime.graph_runtime import GraphRuntime
+from agent_runtime.notifier import Notifier
+from agent_runtime.policy import Policy
+from agent_runtime.recording import build_request
+from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
+from agent_runtime.wire import final_text, pending_interrupts, tool_call_ids
+from store.db import Database
+from store.locks import ThreadLocks
+from store.models import Run, new_id, utcnow
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+
+logger = logging.getLogger(__name__)
+
+
+DecisionResult = decisions.DecisionResult
+
+
+def _no_groups(_group: str) -> frozenset[str]:
+    return frozenset()
+
+
+class ApprovalEngine:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        runtime: GraphRuntime,
+        policy: Policy,
+        notifier: Notifier,
+        usergroup_members: Callable[[str], frozenset[str]] = _no_groups,
+        clock: Callable[[], dt.datetime] = utcnow,
+        lease: dt.timedelta = dt.timedelta(minutes=10),
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.policy = policy
+        self.notifier = notifier
+        self.usergroup_members = usergroup_members
+        self.clock = clock
+        self.lease = lease
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.locks = ThreadLocks(db)
+
+    # Runs ---------------------------------------------------------------------------------
+
+    def start_run(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
+        """Record a run (fast). ``execute_run`` does the slow part."""
+        if not self.policy.may_request(actor.user_id, usergroup_members=self.usergroup_members):
+            with self.db.transaction() as s:
+                AuditRepository(s).record(
+                    "run_refused",
+                    outcome="refused",
+                    actor_id=actor.user_id,
+                    team_id=actor.team_id,
+                    reason="not a requester",
+                )
+            raise NotPermitted(actor.user_id)
+        now = self.clock()
+        run = Run(
+            id=new_id("run"),
+            team_id=actor.team_id,
+            enterprise_id=actor.enterprise_id,
+            requester_id=actor.user_id,
+            channel_id=channel_id,
+            request_text=text,
+            status="running",
+            created_at=now,
+            updated_at=now,
+        )
+        with self.db.transaction() as s:
+            RunRepository(s).add(run)
+            AuditRepository(s).record(
+                "run_started",
+                actor_id=actor.user_id,
+                team_id=actor.team_id,
+                run_id=run.id,
+                detail={"channel": channel_id, "text": text[:2000]},
+            )
+        return run_view(run)
+
+    def set_thread(self, run_id: str, thread_ts: str) -> None:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            if run is not None:
+                run.thread_ts = thread_ts
+
+    def execute_run(self, run_id: str) -> None:
+        """Run the agent to its first interrupt or its end. Never starts the same thread twice."""
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+        if run is None:
+            raise LookupError(run_id)
+        with self.locks.hold(run_id):
+            if self.runtime.has_checkpoint(run_id):
+                logger.warning("run %s already has a checkpoint; not starting it again", run_id)
+                return
+            try:
+                self.runtime.invoke({"messages": [HumanMessage(run.request_text)]}, run_id)
+            except Exception as exc:
+                logger.exception("run %s failed", run_id)
+                self._fail_run(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
+                return
+            self._advance(run_id)
+
+    def _advance(self, run_id: str) -> None:
+        """After the graph stopped: record its new interrupts, or its result."""
+        state = self.runtime.state(run_id)
+        if not state.interrupts:
+            self._complete_run(run_id, final_text(state.values))
+            return
+        try:
+            pendings = pending_interrupts(state.interrupts)
+        except UnsupportedInterrupt as exc:
+            self._fail_run(run_id, f"The agent paused on something I cannot review: {exc}")
+            return
+        messages = state.values.get("messages", [])
+        for pending in pendings:
+            with self.db.transaction() as s:
+                repo = ApprovalRepository(s)
+                run = RunRepository(s).get(run_id)
+                if run is None or repo.by_interrupt(run_id, pending.interrupt_id):
+                    continue
+                request, actions = build_request(
+                    run,
+                    pending,
+                    policy=self.policy,
+                    now=self.clock(),
+                    tool_call_ids=tool_call_ids(messages, pending),
+                )
+                repo.add(request, actions)
+                RunRepository(s).set_status(run, "waiting")
+                AuditRepository(s).record(
+                    "interrupt_recorded",
+                    run_id=run_id,
+                    request_id=request.id,
+                    team_id=run.team_id,
+                    detail={
+                        "interrupt_id": pending.interrupt_id,
+                        "actions": [{"tool": a.tool_name, "hash": a.action_hash} for a in actions],
+                    },
+                )
+                request_id = request.id
+            self._post_card(request_id)
+
+    def _post_card(self, request_id: str) -> None:
+        view = self.approval(request_id)
+        assert view is not None
+        ref = self.notifier.approval_requested(view)
+        if ref is not None:
+            with self.db.transaction() as s:
+                ApprovalRepository(s).set_card(request_id, channel=ref.channel, ts=ref.ts)
+
+    def _complete_run(self, run_id: str, text: str) -> None:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            assert run is not None
+            RunRepository(s).set_status(run, "completed", result_text=text)
+            AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
+            view = run_view(run)
+        self.notifier.run_finished(view)
+
+    def _fail_run(self, run_id: str, reason: str) -> None:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            assert run is not None
+            RunRepository(s).set_status(run, "failed", result_text=reason)
+            AuditRepository(s).record(
+                "run_failed", outcome="error", run_id=run_id, team_id=run.team_id, reason=reason
+            )
+            view = run_view(run)
+        self.notifier.run_finished(view)
+
+    # Reading ------------------------------------------------------------------------------
+
+    def approval(self, request_id: str) -> ApprovalView | None:
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(request_id)
+            return approval_view(request) if request else None
+
+    def approval_of_action(self, action_id: str) -> ApprovalView | None:
+        with self.db.transaction() as s:
+            action = ApprovalRepository(s).get_action(action_id)
+            request = ApprovalRepository(s).get(action.request_id) if action else None
+            return approval_view(request) if request else None
+
+    # Decisions ----------------------------------------------------------------------------
+
+    def check(self, *, action_id: str, actor: Actor, decision: str) -> Refusal | None:
+        return decisions.check(self, action_id=action_id, actor=actor, decision=decision)
+
+    def decide(
+        self, *, action_id: str, actor: Actor, decision: str, message: str | None = None
+    ) -> DecisionResult:
+        """Record a decision, update the card, and resume if this completed the request."""
+        result = decisions.record(
+            self, action_id=action_id, actor=actor, decision=decision, message=message
+        )
+        if result.approval is not None:
+            self.notifier.approval_updated(result.approval)
+            if result.approval.status == "resuming":
+                decisions.resume(self, result.approval.id)
+        return result

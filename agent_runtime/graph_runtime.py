@@ -1,0 +1,136 @@
+"""The checkpointed graph the bot drives: checkpointer from DATABASE_URL, graph from AGENT."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain.chat_models import init_chat_model
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from agent_runtime.agents.workspace import Workspace
+from agent_runtime.errors import AgentLoadError
+from agent_runtime.offline_model import OfflineChatModel
+from agent_runtime.policy import Policy
+from store.db import is_sqlite, sqlite_path
+
+DEFAULT_AGENT = "agent_runtime.agents.change_request:build_agent"
+
+
+def open_checkpointer(database_url: str, *, pool_size: int = 10) -> BaseCheckpointSaver:
+    """SqliteSaver on the SQLite file, or PostgresSaver on a pool configured as it requires."""
+    if is_sqlite(database_url):
+        conn = sqlite3.connect(sqlite_path(database_url), check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        saver = SqliteSaver(conn)
+    else:
+        pool = ConnectionPool(
+            _libpq_url(database_url),
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=True,
+        )
+        saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver.setup()
+    return saver
+
+
+def close_checkpointer(saver: BaseCheckpointSaver) -> None:
+    conn = getattr(saver, "conn", None)
+    if conn is not None and hasattr(conn, "close"):
+        conn.close()
+
+
+def _libpq_url(database_url: str) -> str:
+    scheme, rest = database_url.split("://", 1)
+    return "postgresql://" + rest if scheme.startswith("postgres") else database_url
+
+
+def resolve_model(spec: str) -> BaseChatModel:
+    if spec == "offline":
+        return OfflineChatModel()
+    try:
+        return init_chat_model(spec)
+    except Exception as exc:  # any provider failure must stop start-up with one line
+        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {exc}") from exc
+
+
+def load_factory(spec: str) -> Callable[..., CompiledStateGraph]:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise AgentLoadError(f"AGENT {spec!r} must look like package.module:function")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise AgentLoadError(f"AGENT {spec!r} cannot be loaded: {exc}") from exc
+    if not callable(factory):
+        raise AgentLoadError(f"AGENT {spec!r} is not callable")
+    return factory
+
+
+def build_graph(
+    spec: str, checkpointer: BaseCheckpointSaver, *, offers: dict[str, Any]
+) -> CompiledStateGraph:
+    """Call ``factory(checkpointer, **what it asks for)``: policy, model, workspace."""
+    factory = load_factory(spec)
+    params = inspect.signature(factory).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in offers.items() if takes_all or k in params}
+    graph = factory(checkpointer, **kwargs)
+    if not hasattr(graph, "get_state") or not hasattr(graph, "invoke"):
+        raise AgentLoadError(f"AGENT {spec!r} did not return a compiled graph")
+    return graph
+
+
+@dataclass
+class GraphRuntime:
+    """The compiled graph and how to address one run's thread in it."""
+
+    graph: CompiledStateGraph
+    checkpointer: BaseCheckpointSaver
+    recursion_limit: int = 50
+    extra_config: dict[str, Any] = field(default_factory=dict)
+
+    def config(self, thread_id: str) -> dict[str, Any]:
+        return {
+            "configurable": {"thread_id": thread_id},
+            "recursion_limit": self.recursion_limit,
+            **self.extra_config,
+        }
+
+    def state(self, thread_id: str) -> StateSnapshot:
+        return self.graph.get_state(self.config(thread_id))
+
+    def has_checkpoint(self, thread_id: str) -> bool:
+        return self.checkpointer.get_tuple(self.config(thread_id)) is not None
+
+    def invoke(self, payload: Any, thread_id: str) -> Any:
+        return self.graph.invoke(payload, self.config(thread_id))
+
+
+def open_runtime(
+    *, database_url: str, agent: str, model: str, policy: Policy, workspace: Workspace
+) -> GraphRuntime:
+    checkpointer = open_checkpointer(database_url)
+    try:
+        graph = build_graph(
+            agent,
+            checkpointer,
+            offers={"policy": policy, "model": resolve_model(model), "workspace": workspace},
+        )
+    except Exception:
+        close_checkpointer(checkpointer)
+        raise
+    return GraphRuntime(graph=graph, checkpointer=checkpointer)

@@ -1,0 +1,38 @@
+"""How the engine reports outcomes without knowing Slack: the bot implements this interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent_runtime.views import ApprovalView, RunView
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    channel: str
+    ts: str
+
+
+class Notifier(Protocol):
+    def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
+        """Show a new approval; return where the card lives so later updates can find it."""
+
+    def approval_updated(self, approval: ApprovalView) -> None:
+        """Re-render the card after a decision, a resume or an invalidation."""
+
+    def run_finished(self, run: RunView) -> None:
+        """The run completed or failed: tell its thread."""
+
+
+class NullNotifier:
+    """For scripts and tests that only look at the store."""
+
+    def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
+        return None
+
+    def approval_updated(self, approval: ApprovalView) -> None:
+        return None
+
+    def run_finished(self, run: RunView) -> None:
+        return None

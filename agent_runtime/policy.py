@@ -1,0 +1,142 @@
+"""The approval policy: who may ask, which tools are gated, who may decide and how many must agree.
+
+Pure data and pure functions; the file is validated with pydantic and refused at start when bad.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from agent_runtime.errors import PolicyError
+
+DecisionType = Literal["approve", "edit", "reject", "respond"]
+Risk = Literal["none", "low", "medium", "high"]
+REQUESTER_ROLE = "requester"
+EVERYONE = "everyone"
+BUNDLED_POLICY = Path(__file__).parent / "policy.example.yaml"
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_duration(value: object) -> object:
+    """``30m``, ``4h``, ``2d`` -> timedelta; other values are left for pydantic to judge."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError(f"{value!r} is not a duration like 45s, 30m, 4h or 2d")
+        return dt.timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    return value
+
+
+Duration = Annotated[dt.timedelta, BeforeValidator(parse_duration)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(_Strict):
+    expires_after: Duration = dt.timedelta(hours=4)
+    on_expiry: Literal["reject"] = "reject"
+    remind_after: Duration | None = dt.timedelta(hours=1)
+
+
+class Role(_Strict):
+    users: tuple[str, ...] = ()
+    usergroups: tuple[str, ...] = ()
+
+
+class ToolRule(_Strict):
+    approval: Literal["required", "none"] = "required"
+    risk: Risk = "medium"
+    decisions: tuple[DecisionType, ...] = ("approve", "reject")
+    approvers: tuple[str, ...] = ()
+    approvals_required: int = Field(default=1, ge=1, le=10)
+    self_approval: bool = False
+    expires_after: Duration | None = None
+
+    @property
+    def gated(self) -> bool:
+        return self.approval == "required" and self.risk != "none"
+
+
+class Policy(_Strict):
+    version: str = Field(min_length=1, max_length=64)
+    defaults: Defaults = Defaults()
+    roles: dict[str, Role] = {}
+    requesters: tuple[str, ...] = (EVERYONE,)
+    tools: dict[str, ToolRule] = {}
+
+    @model_validator(mode="after")
+    def _roles_exist(self) -> Policy:
+        known = set(self.roles) | {REQUESTER_ROLE}
+        for name, rule in self.tools.items():
+            for role in rule.approvers:
+                if role not in known:
+                    raise ValueError(f"tools.{name}.approvers names unknown role {role!r}")
+            if rule.gated and not rule.approvers and not self.roles:
+                raise ValueError(f"tools.{name} is gated but no role could approve it")
+        for role in self.requesters:
+            if role not in known | {EVERYONE}:
+                raise ValueError(f"requesters names unknown role {role!r}")
+        return self
+
+    def rule_for(self, tool_name: str) -> ToolRule:
+        """The rule of a named tool; an unnamed tool is gated approve/reject by any role."""
+        rule = self.tools.get(tool_name)
+        if rule is None:
+            return ToolRule(approvers=tuple(self.roles), decisions=("approve", "reject"))
+        if not rule.approvers:
+            return rule.model_copy(update={"approvers": tuple(self.roles)})
+        return rule
+
+    def expires_after(self, tool_names: Iterable[str]) -> dt.timedelta:
+        """An interrupt expires with its most urgent action."""
+        spans = [self.rule_for(n).expires_after or self.defaults.expires_after for n in tool_names]
+        return min(spans, default=self.defaults.expires_after)
+
+    def is_member(
+        self, user_id: str, role: str, *, usergroup_members: Callable[[str], frozenset[str]]
+    ) -> bool:
+        spec = self.roles.get(role)
+        if spec is None:
+            return False
+        if user_id in spec.users:
+            return True
+        return any(user_id in usergroup_members(group) for group in spec.usergroups)
+
+    def may_request(
+        self, user_id: str, *, usergroup_members: Callable[[str], frozenset[str]]
+    ) -> bool:
+        if EVERYONE in self.requesters:
+            return True
+        return any(
+            self.is_member(user_id, role, usergroup_members=usergroup_members)
+            for role in self.requesters
+        )
+
+
+def load_policy(path: str | Path | None) -> Policy:
+    """Read and validate a policy file; any problem becomes one PolicyError naming the field."""
+    source = Path(path) if path else BUNDLED_POLICY
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PolicyError(f"POLICY_FILE {source}: cannot read ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"POLICY_FILE {source}: not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise PolicyError(f"POLICY_FILE {source}: expected a mapping at the top level")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise PolicyError(f"POLICY_FILE {source}: {where}: {first['msg']}") from exc

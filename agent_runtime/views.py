@@ -1,0 +1,113 @@
+"""Read-only snapshots handed to the notifier: what a card or a thread message needs to show."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from store.models import Action, ApprovalRequest, Run
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    reviewer_id: str
+    type: str
+    message: str | None
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class ActionView:
+    id: str
+    position: int
+    tool_name: str
+    args: dict[str, Any]
+    description: str
+    risk: str
+    allowed_decisions: tuple[str, ...]
+    approver_roles: tuple[str, ...]
+    approvals_required: int
+    action_hash: str
+    operation_id: str
+    outcome: str | None
+    decisions: tuple[DecisionView, ...]
+
+    @property
+    def approvals(self) -> tuple[DecisionView, ...]:
+        return tuple(d for d in self.decisions if d.type in ("approve", "edit"))
+
+
+@dataclass(frozen=True)
+class RunView:
+    id: str
+    requester_id: str
+    channel_id: str
+    thread_ts: str | None
+    request_text: str
+    status: str
+    result_text: str | None
+
+
+@dataclass(frozen=True)
+class ApprovalView:
+    id: str
+    run: RunView
+    status: str
+    outcome: str | None
+    interrupt_id: str
+    policy_version: str
+    requester_id: str
+    expires_at: dt.datetime
+    card_channel: str | None
+    card_ts: str | None
+    actions: tuple[ActionView, ...]
+
+
+def run_view(run: Run) -> RunView:
+    return RunView(
+        id=run.id,
+        requester_id=run.requester_id,
+        channel_id=run.channel_id,
+        thread_ts=run.thread_ts,
+        request_text=run.request_text,
+        status=run.status,
+        result_text=run.result_text,
+    )
+
+
+def action_view(action: Action) -> ActionView:
+    return ActionView(
+        id=action.id,
+        position=action.position,
+        tool_name=action.tool_name,
+        args=dict(action.args),
+        description=action.description,
+        risk=action.risk,
+        allowed_decisions=tuple(action.allowed_decisions),
+        approver_roles=tuple(action.approver_roles),
+        approvals_required=action.approvals_required,
+        action_hash=action.action_hash,
+        operation_id=action.operation_id,
+        outcome=action.outcome,
+        decisions=tuple(
+            DecisionView(reviewer_id=d.reviewer_id, type=d.type, message=d.message, at=d.created_at)
+            for d in action.decisions
+        ),
+    )
+
+
+def approval_view(request: ApprovalRequest) -> ApprovalView:
+    return ApprovalView(
+        id=request.id,
+        run=run_view(request.run),
+        status=request.status,
+        outcome=request.outcome,
+        interrupt_id=request.interrupt_id,
+        policy_version=request.policy_version,
+        requester_id=request.requester_id,
+        expires_at=request.expires_at,
+        card_channel=request.card_channel,
+        card_ts=request.card_ts,
+        actions=tuple(action_view(a) for a in request.actions),
+    )

@@ -1,0 +1,176 @@
+"""The LangGraph wire format, parsed and built in this one module.
+
+Interrupt values (``HITLRequest`` batches and per-call ``tool_approval`` requests) become
+``PendingInterrupt``; recorded decisions become ``Command(resume=...)``. Decisions are validated
+here in full before anything reaches the checkpointer, because LangGraph saves a bad answer first
+and fails afterwards, poisoning the thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langgraph.types import Command, Interrupt
+
+from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
+
+InterruptKind = Literal["hitl_batch", "tool_approval"]
+_DECISION_TYPES = frozenset({"approve", "edit", "reject", "respond"})
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    args: dict[str, Any]
+    description: str
+    allowed_decisions: tuple[str, ...]
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingInterrupt:
+    interrupt_id: str
+    kind: InterruptKind
+    actions: tuple[ActionSpec, ...]
+
+
+@dataclass(frozen=True)
+class ResumeDecision:
+    type: str
+    message: str | None = None
+    edited_args: dict[str, Any] | None = None
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def action_hash(name: str, args: Mapping[str, Any], policy_version: str) -> str:
+    """What an approval binds to: tool name, canonical arguments and the policy version."""
+    payload = canonical_json({"tool": name, "args": dict(args), "policy": policy_version})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def parse_interrupt(item: Interrupt) -> PendingInterrupt:
+    value = item.value
+    if not isinstance(value, Mapping):
+        raise UnsupportedInterrupt(f"interrupt {item.id} carries a {type(value).__name__}")
+    if value.get("type") == "tool_approval":
+        return _parse_tool_approval(item.id, value)
+    if "action_requests" in value and "review_configs" in value:
+        return _parse_batch(item.id, value)
+    raise UnsupportedInterrupt(f"interrupt {item.id} is not a HITL request")
+
+
+def _parse_batch(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterrupt:
+    requests, configs = value["action_requests"], value["review_configs"]
+    if not isinstance(requests, list) or not isinstance(configs, list) or not requests:
+        raise UnsupportedInterrupt(f"interrupt {interrupt_id}: malformed HITL request")
+    by_name = {c.get("action_name"): c for c in configs if isinstance(c, Mapping)}
+    actions = []
+    for req in requests:
+        name = str(req.get("name", ""))
+        config = by_name.get(name)
+        if config is None or not isinstance(req.get("args"), Mapping):
+            raise UnsupportedInterrupt(f"interrupt {interrupt_id}: no review config for {name!r}")
+        actions.append(
+            ActionSpec(
+                name=name,
+                args=dict(req["args"]),
+                description=str(req.get("description", "")),
+                allowed_decisions=_allowed(config.get("allowed_decisions"), interrupt_id),
+            )
+        )
+    return PendingInterrupt(interrupt_id=interrupt_id, kind="hitl_batch", actions=tuple(actions))
+
+
+def _parse_tool_approval(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterrupt:
+    """Per-call interrupts carry no allowed list; it comes from the policy at record time."""
+    if not isinstance(value.get("args"), Mapping):
+        raise UnsupportedInterrupt(f"interrupt {interrupt_id}: tool_approval without args")
+    spec = ActionSpec(
+        name=str(value.get("name", "")),
+        args=dict(value["args"]),
+        description=str(value.get("description", "")),
+        allowed_decisions=("approve", "edit", "reject", "respond"),
+        tool_call_id=value.get("tool_call_id"),
+    )
+    return PendingInterrupt(interrupt_id=interrupt_id, kind="tool_approval", actions=(spec,))
+
+
+def _allowed(raw: object, interrupt_id: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or not set(raw) <= _DECISION_TYPES:
+        raise UnsupportedInterrupt(f"interrupt {interrupt_id}: bad allowed_decisions {raw!r}")
+    return tuple(raw)
+
+
+def pending_interrupts(interrupts: Sequence[Interrupt]) -> list[PendingInterrupt]:
+    return [parse_interrupt(item) for item in interrupts]
+
+
+def build_resume(pending: PendingInterrupt, decisions: Sequence[ResumeDecision]) -> Command:
+    """Validate every decision against the interrupt, then build the resume command."""
+    if len(decisions) != len(pending.actions):
+        raise InvalidDecisions(
+            f"{len(decisions)} decisions for {len(pending.actions)} actions"
+            f" in {pending.interrupt_id}"
+        )
+    wire = [_decision_wire(a, d) for a, d in zip(pending.actions, decisions, strict=True)]
+    if pending.kind == "tool_approval":
+        return Command(resume={pending.interrupt_id: wire[0]})
+    return Command(resume={pending.interrupt_id: {"decisions": wire}})
+
+
+def _decision_wire(action: ActionSpec, decision: ResumeDecision) -> dict[str, Any]:
+    if decision.type not in action.allowed_decisions:
+        raise InvalidDecisions(f"{decision.type!r} is not allowed for {action.name!r}")
+    if decision.type == "approve":
+        return {"type": "approve"}
+    if decision.type == "edit":
+        if not isinstance(decision.edited_args, dict):
+            raise InvalidDecisions(f"edit of {action.name!r} carries no arguments")
+        return {
+            "type": "edit",
+            "edited_action": {"name": action.name, "args": decision.edited_args},
+        }
+    if decision.type == "respond" and not decision.message:
+        raise InvalidDecisions(f"respond to {action.name!r} needs a message")
+    wire: dict[str, Any] = {"type": decision.type}
+    if decision.message:
+        wire["message"] = decision.message
+    return wire
+
+
+def tool_call_ids(messages: Sequence[Any], pending: PendingInterrupt) -> list[str | None]:
+    """Trace ids of a batch: match each action to the last model turn's calls, in order."""
+    if pending.kind == "tool_approval":
+        return [a.tool_call_id for a in pending.actions]
+    calls: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        calls = list(getattr(message, "tool_calls", None) or [])
+        if calls:
+            break
+    ids: list[str | None] = []
+    for action in pending.actions:
+        found = next(
+            (c for c in calls if c["name"] == action.name and c["args"] == action.args), None
+        )
+        if found is not None:
+            calls.remove(found)
+        ids.append(found.get("id") if found else None)
+    return ids
+
+
+def final_text(values: Mapping[str, Any]) -> str:
+    """The run's answer: the last AI message's text."""
+    for message in reversed(values.get("messages", [])):
+        if getattr(message, "type", None) == "ai":
+            text = getattr(message, "text", None)
+            content = text if isinstance(text, str) else message.content
+            if content:
+                return str(content)
+    return "The run finished without a reply."

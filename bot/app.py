@@ -1,0 +1,95 @@
+"""Wiring: settings -> store, graph, engine, Slack client, worker pool and the Bolt app."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from slack_bolt import App
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+from agent_runtime.agents.workspace import Workspace
+from agent_runtime.engine import ApprovalEngine
+from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
+from agent_runtime.policy import load_policy
+from bot.directory import UsergroupDirectory
+from bot.executor import BoundedExecutor
+from bot.listeners import actions, commands, events, views
+from bot.services import BotServices, install
+from bot.settings import Settings
+from bot.slack_notifier import SlackNotifier
+from store.db import Database
+from store.migrate import upgrade
+
+logger = logging.getLogger(__name__)
+LISTENER_THREADS = 16
+
+
+@dataclass
+class Bot:
+    settings: Settings
+    db: Database
+    runtime: GraphRuntime
+    services: BotServices
+    app: App
+
+    def close(self, *, drain_seconds: float = 30.0) -> None:
+        """Finish in-flight work (resumes, runs) before closing the store."""
+        if not self.services.executor.wait_idle(timeout=drain_seconds):
+            logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
+        self.services.executor.shutdown(wait=False)
+        close_checkpointer(self.runtime.checkpointer)
+        self.db.dispose()
+
+
+def slack_client(settings: Settings) -> WebClient:
+    assert settings.slack_bot_token is not None
+    return WebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url,
+        retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)],
+    )
+
+
+def build_bot(settings: Settings) -> Bot:
+    settings.require_slack()
+    assert settings.slack_signing_secret is not None
+    policy = load_policy(settings.policy_file)
+    db = Database(settings.database_url)
+    upgrade(db.engine)
+    client = slack_client(settings)
+    runtime = open_runtime(
+        database_url=settings.database_url,
+        agent=settings.agent,
+        model=settings.agent_model,
+        policy=policy,
+        workspace=Workspace(settings.workspace_dir).ensure(),
+    )
+    directory = UsergroupDirectory(client)
+    engine = ApprovalEngine(
+        db=db,
+        runtime=runtime,
+        policy=policy,
+        notifier=SlackNotifier(client),
+        usergroup_members=directory.members,
+    )
+    services = BotServices(
+        engine=engine,
+        executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
+        client=client,
+        directory=directory,
+    )
+    app = App(
+        client=client,
+        signing_secret=settings.slack_signing_secret.get_secret_value(),
+        process_before_response=False,
+        listener_executor=ThreadPoolExecutor(
+            max_workers=LISTENER_THREADS, thread_name_prefix="bolt-listener"
+        ),
+    )
+    install(app, services)
+    for group in (commands, actions, views, events):
+        group.register(app)
+    return Bot(settings=settings, db=db, runtime=runtime, services=services, app=app)

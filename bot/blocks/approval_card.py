@@ -1,0 +1,151 @@
+"""The approval card: one pure function renders every state of it, so an update is a re-render."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from agent_runtime.views import ActionView, ApprovalView
+from bot.ids import ActionId, BlockId
+from bot.text import code_block, mention, mrkdwn, plain
+
+MAX_ACTIONS_SHOWN = 8
+_HEADERS = {
+    "pending": "Approval needed",
+    "resuming": "Decided, resuming the run",
+    "resolved": "Decided",
+    "expired": "Expired: treated as rejected",
+    "invalidated": "Invalidated: nothing ran",
+    "failed": "Could not resume",
+}
+_OUTCOME_ICONS = {
+    "approved": ":white_check_mark: Approved",
+    "rejected": ":x: Rejected",
+    "responded": ":speech_balloon: Answered",
+    "edited": ":pencil2: Approved with edits",
+}
+
+
+def approval_card(approval: ApprovalView) -> dict[str, Any]:
+    """``{"text": ..., "blocks": [...]}`` for chat.postMessage and chat.update."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _header(approval)}},
+        _section(
+            f"*Requested by* {mention(approval.requester_id)}\n"
+            f"*Request:* {mrkdwn(approval.run.request_text, 600)}"
+        ),
+    ]
+    shown = approval.actions[:MAX_ACTIONS_SHOWN]
+    for action in shown:
+        blocks.extend(_action_blocks(approval, action))
+    hidden = len(approval.actions) - len(shown)
+    if hidden > 0:
+        blocks.append(_context(f"{hidden} more actions are not shown on this card."))
+    if approval.status != "pending" and approval.outcome:
+        blocks.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
+    blocks.append({"type": "divider"})
+    blocks.append(_context(_footer(approval)))
+    return {"text": _fallback(approval), "blocks": blocks}
+
+
+def _header(approval: ApprovalView) -> str:
+    title = _HEADERS.get(approval.status, approval.status)
+    if approval.status == "pending":
+        open_count = sum(1 for a in approval.actions if a.outcome is None)
+        noun = "action" if open_count == 1 else "actions"
+        title = f"{title}: {open_count} {noun} waiting"
+    return plain(title, 150)
+
+
+def _action_blocks(approval: ApprovalView, action: ActionView) -> list[dict[str, Any]]:
+    args = json.dumps(action.args, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    blocks = [
+        {"type": "divider"},
+        _section(
+            f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*\n"
+            f"{code_block(args, 2600)}"
+        ),
+        _context(_rules(action)),
+    ]
+    decided = _decided_line(action)
+    if decided:
+        blocks.append(_section(decided))
+    if approval.status == "pending" and action.outcome is None:
+        blocks.append(_buttons(action))
+    return blocks
+
+
+def _rules(action: ActionView) -> str:
+    approvers = ", ".join(action.approver_roles) or "any approver role"
+    count = len({d.reviewer_id for d in action.approvals})
+    return mrkdwn(
+        f"May decide: {approvers}  ·  Sign-offs: {count} of {action.approvals_required}"
+        f"  ·  Action hash {action.action_hash[:12]}  ·  Operation {action.operation_id}",
+        3000,
+    )
+
+
+def _decided_line(action: ActionView) -> str:
+    lines = []
+    for decision in action.decisions:
+        verb = {"approve": "approved", "reject": "rejected", "respond": "answered"}.get(
+            decision.type, decision.type
+        )
+        line = f"{mention(decision.reviewer_id)} {verb} at {_when(decision.at)}"
+        if decision.message:
+            line += f": {mrkdwn(decision.message, 500)}"
+        lines.append(line)
+    if action.outcome:
+        lines.append(f"*{_OUTCOME_ICONS.get(action.outcome, action.outcome)}*")
+    return "\n".join(lines)[:3000]
+
+
+def _buttons(action: ActionView) -> dict[str, Any]:
+    elements: list[dict[str, Any]] = []
+    if "approve" in action.allowed_decisions:
+        elements.append(_button("Approve", ActionId.APPROVE, action.id, style="primary"))
+    if "reject" in action.allowed_decisions:
+        elements.append(_button("Reject", ActionId.REJECT, action.id, style="danger"))
+    return {
+        "type": "actions",
+        "block_id": f"{BlockId.ACTION_ROW_PREFIX}{action.id}",
+        "elements": elements,
+    }
+
+
+def _button(label: str, action_id: str, value: str, *, style: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label},
+        "action_id": action_id,
+        "value": value,
+        "style": style,
+    }
+
+
+def _footer(approval: ApprovalView) -> str:
+    expires = int(approval.expires_at.timestamp())
+    fallback = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"Expires <!date^{expires}^{{date_short_pretty}} {{time}}|{fallback}>  ·  "
+        f"policy {mrkdwn(approval.policy_version, 64)}  ·  approval {approval.id}  ·  "
+        f"run {approval.run.id}"
+    )
+
+
+def _fallback(approval: ApprovalView) -> str:
+    tools = ", ".join(a.tool_name for a in approval.actions)
+    return mrkdwn(f"{_HEADERS.get(approval.status, approval.status)}: {tools}", 2000)
+
+
+def _when(at: dt.datetime) -> str:
+    return f"<!date^{int(at.timestamp())}^{{time}}|{at.strftime('%H:%M UTC')}>"
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000] or " "}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000] or " "}]}

@@ -1,0 +1,122 @@
+"""The ``approval-bot`` command: serve, demo, db upgrade, audit export."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from agent_runtime.errors import ApprovalError
+from bot.settings import ConfigError, load_settings
+
+logger = logging.getLogger("approval-bot")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="approval-bot", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the bot (Socket Mode if SLACK_APP_TOKEN is set)")
+    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument(
+        "--http", action="store_true", help="HTTP mode even if SLACK_APP_TOKEN is set"
+    )
+    commands.add_parser("demo", help="an offline walkthrough in a local Slack sandbox")
+    db = commands.add_parser("db", help="database commands")
+    db.add_subparsers(dest="db_command", required=True).add_parser(
+        "upgrade", help="create or migrate the store and the checkpointer tables"
+    )
+    audit = commands.add_parser("audit", help="audit log commands")
+    export = audit.add_subparsers(dest="audit_command", required=True).add_parser(
+        "export", help="write the audit log"
+    )
+    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.command == "serve" else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "demo":
+            from bot.demo import run_demo
+
+            return run_demo()
+        if args.command == "db":
+            return _db_upgrade()
+        if args.command == "audit":
+            return _audit_export(args.format)
+        return _serve(args.host, args.port, force_http=args.http)
+    except (ConfigError, ApprovalError) as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return 2
+
+
+def _db_upgrade() -> int:
+    from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
+    from store.db import Database
+    from store.migrate import upgrade
+
+    settings = load_settings()
+    db = Database(settings.database_url)
+    revision = upgrade(db.engine)
+    close_checkpointer(open_checkpointer(settings.database_url))
+    db.dispose()
+    print(f"store at revision {revision}; checkpointer tables ready")
+    return 0
+
+
+def _audit_export(fmt: str) -> int:
+    from store.audit_export import export
+    from store.db import Database
+
+    db = Database(load_settings().database_url)
+    with db.transaction() as session:
+        export(session, sys.stdout, fmt=fmt)
+    db.dispose()
+    return 0
+
+
+def _serve(host: str, port: int, *, force_http: bool) -> int:
+    from bot.app import build_bot
+
+    settings = load_settings()
+    bot = build_bot(settings)
+    stop = threading.Event()
+    if settings.socket_mode and not force_http:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        assert settings.slack_app_token is not None
+        handler = SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value())
+        handler.connect()
+        logger.info("serving in Socket Mode")
+        _wait_for_signal(stop)
+        handler.close()
+    else:
+        from bot.http_server import make_server
+
+        server = make_server(bot, host=host, port=port)
+        logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.effective_port)
+        threading.Thread(target=server.run, daemon=True).start()
+        _wait_for_signal(stop)
+        server.close()
+    bot.close()
+    return 0
+
+
+def _wait_for_signal(stop: threading.Event) -> None:
+    def handle(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            raise SystemExit(1)  # a second signal: leave at once
+        logger.info("signal %s: finishing in-flight work, then stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    stop.wait()

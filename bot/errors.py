@@ -1,0 +1,50 @@
+"""One place that turns refusals and typed errors into what a Slack user reads."""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError
+
+from agent_runtime.authorization import Refusal
+from agent_runtime.errors import ApprovalError, NotPermitted
+
+logger = logging.getLogger(__name__)
+
+REFUSALS: dict[Refusal, str] = {
+    Refusal.UNKNOWN_APPROVAL: "I can't find that approval. The card may be from an old run.",
+    Refusal.OTHER_WORKSPACE: "This approval belongs to another workspace; you can't decide it.",
+    Refusal.ALREADY_DECIDED: "This action has already been decided; nothing changed.",
+    Refusal.EXPIRED: "This approval has expired and was treated as rejected.",
+    Refusal.NOT_AN_APPROVER: "You are not one of the approvers for this action.",
+    Refusal.SELF_APPROVAL: (
+        "You asked for this run, so you can't approve its actions yourself. Another reviewer must."
+    ),
+    Refusal.DECISION_NOT_ALLOWED: "That decision is not allowed for this action.",
+    Refusal.ALREADY_APPROVED: "You already approved this action; another reviewer must sign off.",
+    Refusal.REASON_REQUIRED: "Please give a reason.",
+}
+BUSY = "The bot is busy right now; please try again in a moment. Nothing was recorded."
+UNEXPECTED = (
+    "Something went wrong on our side; nothing was decided. The operators have the details."
+)
+
+
+def refusal_text(refusal: Refusal) -> str:
+    return REFUSALS[refusal]
+
+
+def user_message(exc: BaseException) -> str:
+    """Text for an error raised while serving a user; unexpected ones are logged in full."""
+    if isinstance(exc, NotPermitted):
+        return "You are not allowed to start agent runs here. Ask an operator to add you."
+    if isinstance(exc, ApprovalError):
+        return str(exc)
+    if isinstance(exc, SlackApiError):
+        error = exc.response.get("error", "unknown_error")
+        if error in ("not_in_channel", "channel_not_found"):
+            return "I can't post in this channel. Invite me to it first (/invite @approval-bot)."
+        logger.exception("Slack API call failed: %s", error)
+        return f"Slack refused a call ({error}); nothing was decided."
+    logger.exception("unexpected error while serving a user", exc_info=exc)
+    return UNEXPECTED

@@ -1,0 +1,58 @@
+"""``/agent <request>``: ack at once, then start the run on our own worker pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext, Respond
+
+from agent_runtime.authorization import Actor
+from bot.blocks.messages import run_root_message
+from bot.errors import user_message
+from bot.ids import SLASH_COMMAND
+from bot.services import BotServices, services_of
+from bot.slack_notifier import NO_UNFURL
+
+USAGE = (
+    "Tell the agent what to do, e.g. `/agent publish the weekly report`, or one action per line: "
+    '`send_external_message {"recipient": "a@example.com", "text": "hi"}`'
+)
+
+
+def register(app: App) -> None:
+    app.command(SLASH_COMMAND)(on_agent_command)
+
+
+def on_agent_command(
+    ack: Ack, command: dict[str, Any], context: BoltContext, respond: Respond
+) -> None:
+    text = str(command.get("text") or "").strip()
+    if not text:
+        ack(text=USAGE)
+        return
+    ack()
+    services = services_of(context)
+    actor = Actor(
+        user_id=str(command.get("user_id", "")),
+        team_id=command.get("team_id"),
+        enterprise_id=command.get("enterprise_id"),
+    )
+    services.metrics.inc("slash_commands")
+    services.run_later(
+        start_run, services, actor, str(command.get("channel_id", "")), text, respond, tell=respond
+    )
+
+
+def start_run(
+    services: BotServices, actor: Actor, channel_id: str, text: str, respond: Respond
+) -> None:
+    try:
+        run = services.engine.start_run(actor=actor, channel_id=channel_id, text=text)
+        root = services.client.chat_postMessage(
+            channel=channel_id, **run_root_message(run), **NO_UNFURL
+        )
+        services.engine.set_thread(run.id, root["ts"])
+    except Exception as exc:
+        respond(text=user_message(exc), response_type="ephemeral")
+        return
+    services.engine.execute_run(run.id)

@@ -1,0 +1,21 @@
+"""Events: keep the cached user group members fresh."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import App, BoltContext
+
+from bot.services import services_of
+
+
+def register(app: App) -> None:
+    app.event("subteam_members_changed")(on_members_changed)
+    app.event("subteam_updated")(on_members_changed)
+
+
+def on_members_changed(event: dict[str, Any], context: BoltContext) -> None:
+    directory = services_of(context).directory
+    group = event.get("subteam_id") or (event.get("subteam") or {}).get("id")
+    if directory is not None:
+        directory.forget(group)

@@ -1,0 +1,209 @@
+"""Acts as Slack's users: signed slash commands, button clicks and modal submissions, shaped as
+Slack sends them and POSTed over HTTP to the bot's ``/slack/events``."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from slack_sdk.signature import SignatureVerifier
+
+from bot.sandbox.server import SlackSandbox
+from bot.sandbox.state import Message
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: str
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+@dataclass(frozen=True)
+class Button:
+    block_id: str
+    action_id: str
+    value: str
+    text: str
+
+
+def buttons(message: Message) -> list[Button]:
+    found = []
+    for block in message.blocks:
+        if block.get("type") != "actions":
+            continue
+        for element in block.get("elements", []):
+            if element.get("type") == "button":
+                found.append(
+                    Button(
+                        block["block_id"],
+                        element["action_id"],
+                        element.get("value", ""),
+                        element["text"]["text"],
+                    )
+                )
+    return found
+
+
+class SlackDriver:
+    def __init__(
+        self,
+        *,
+        sandbox: SlackSandbox,
+        bot_url: str,
+        signing_secret: str,
+        team_id: str = "T0SANDBOX",
+    ) -> None:
+        self.sandbox = sandbox
+        self.url = bot_url.rstrip("/") + "/slack/events"
+        self.signer = SignatureVerifier(signing_secret)
+        self.team_id = team_id
+
+    # Raw transport ------------------------------------------------------------------------
+
+    def post(
+        self,
+        body: str,
+        *,
+        content_type: str = "application/x-www-form-urlencoded",
+        timestamp: int | None = None,
+        signature: str | None = None,
+        timeout: float = 10.0,
+    ) -> Reply:
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        headers = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature
+            or self.signer.generate_signature(timestamp=ts, body=body),
+        }
+        request = urllib.request.Request(self.url, data=body.encode("utf-8"), headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return Reply(response.status, response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            return Reply(exc.code, exc.read().decode("utf-8"))
+
+    def _user(self, user: str, team_id: str | None) -> dict[str, Any]:
+        name = self.sandbox.state.users.get(user, user.lower())
+        return {"id": user, "username": name, "name": name, "team_id": team_id or self.team_id}
+
+    # What users do ------------------------------------------------------------------------
+
+    def slash_command(
+        self,
+        *,
+        user: str,
+        channel: str,
+        text: str,
+        command: str = "/agent",
+        team_id: str | None = None,
+    ) -> Reply:
+        form = {
+            "token": "legacy-verification-token",
+            "team_id": team_id or self.team_id,
+            "team_domain": "sandbox",
+            "channel_id": channel,
+            "channel_name": channel.lower(),
+            "user_id": user,
+            "user_name": self.sandbox.state.users.get(user, user.lower()),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0SANDBOX",
+            "is_enterprise_install": "false",
+            "response_url": self.sandbox.response_url(),
+            "trigger_id": self.sandbox.state.issue_trigger(user),
+        }
+        return self.post(urlencode(form))
+
+    def block_action_payload(
+        self, *, user: str, message: Message, button: Button, team_id: str | None = None
+    ) -> dict[str, Any]:
+        return {
+            "type": "block_actions",
+            "user": self._user(user, team_id),
+            "api_app_id": "A0SANDBOX",
+            "token": "legacy-verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "is_ephemeral": False,
+                "thread_ts": message.thread_ts,
+            },
+            "trigger_id": self.sandbox.state.issue_trigger(user),
+            "team": {"id": team_id or self.team_id, "domain": "sandbox"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": message.channel, "name": message.channel.lower()},
+            "message": {
+                "type": "message",
+                "ts": message.ts,
+                "text": message.text,
+                "blocks": message.blocks,
+                "thread_ts": message.thread_ts,
+            },
+            "state": {"values": {}},
+            "response_url": self.sandbox.response_url(),
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": button.action_id,
+                    "block_id": button.block_id,
+                    "value": button.value,
+                    "text": {"type": "plain_text", "text": button.text},
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
+        }
+
+    def click(
+        self, *, user: str, message: Message, button: Button, team_id: str | None = None
+    ) -> Reply:
+        payload = self.block_action_payload(
+            user=user, message=message, button=button, team_id=team_id
+        )
+        return self.post(urlencode({"payload": json.dumps(payload)}))
+
+    def submit_view(self, *, user: str, view_id: str, values: dict[str, dict[str, str]]) -> Reply:
+        """Submit an open modal; ``values`` maps block_id -> {action_id: text}."""
+        record = self.sandbox.state.views[view_id]
+        state = {
+            block: {
+                action: {"type": "plain_text_input", "value": value}
+                for action, value in inputs.items()
+            }
+            for block, inputs in values.items()
+        }
+        view = {
+            **record.view,
+            "id": view_id,
+            "team_id": self.team_id,
+            "state": {"values": state},
+            "hash": f"h{view_id}",
+            "app_id": "A0SANDBOX",
+            "bot_id": "B0BOT",
+        }
+        payload = {
+            "type": "view_submission",
+            "team": {"id": self.team_id, "domain": "sandbox"},
+            "user": self._user(user, None),
+            "api_app_id": "A0SANDBOX",
+            "token": "legacy-verification-token",
+            "trigger_id": self.sandbox.state.issue_trigger(user),
+            "view": view,
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
+        }
+        reply = self.post(urlencode({"payload": json.dumps(payload)}))
+        if reply.status == 200 and not (reply.body and "errors" in reply.body):
+            self.sandbox.state.change(lambda: setattr(record, "open", False))
+        return reply

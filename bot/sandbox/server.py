@@ -1,0 +1,268 @@
+"""A local Slack Web API: the methods the bot calls, refusing what Slack refuses.
+
+It checks the bot token, validates blocks and views with ``slack_sdk.models`` (``invalid_blocks``
+like Slack), keeps channels, threads and views, enforces trigger ids and serves response URLs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View as ViewModel
+
+from bot.sandbox.state import RESPONSE_URL_USES, Ephemeral, Message, SandboxState, View
+
+logger = logging.getLogger(__name__)
+SANDBOX_TOKEN = "xoxb-sandbox-token"
+MAX_BLOCKS = 50
+
+
+class SlackApiError(Exception):
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def validate_blocks(blocks: Any) -> list[dict[str, Any]]:
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
+        raise SlackApiError("invalid_blocks")
+    for raw in blocks:
+        try:
+            block = Block.parse(raw)
+            if block is None:
+                raise SlackApiError("invalid_blocks")
+            block.validate_json()
+        except SlackApiError:
+            raise
+        except Exception as exc:
+            logger.info("sandbox refused a block: %s", exc)
+            raise SlackApiError("invalid_blocks") from exc
+    return blocks
+
+
+def validate_view(view: Any) -> dict[str, Any]:
+    if isinstance(view, str):
+        view = json.loads(view)
+    try:
+        ViewModel(**view).validate_json()
+    except Exception as exc:
+        logger.info("sandbox refused a view: %s", exc)
+        raise SlackApiError("invalid_arguments") from exc
+    validate_blocks(view.get("blocks", []))
+    if len(view.get("private_metadata", "")) > 3000:
+        raise SlackApiError("invalid_arguments")
+    return view
+
+
+class SlackSandbox:
+    def __init__(
+        self,
+        *,
+        users: dict[str, str] | None = None,
+        usergroups: dict[str, list[str]] | None = None,
+        token: str = SANDBOX_TOKEN,
+    ) -> None:
+        self.token = token
+        self.state = SandboxState(users=dict(users or {}), usergroups=dict(usergroups or {}))
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+
+    @property
+    def api_url(self) -> str:
+        return self.base_url + "api/"
+
+    def start(self) -> SlackSandbox:
+        sandbox = self
+
+        class Handler(_Handler):
+            owner = sandbox
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def response_url(self) -> str:
+        key = f"R{self.state.next_id()}"
+        self.state.change(lambda: self.state.response_urls.__setitem__(key, 0))
+        return f"{self.base_url}response/{key}"
+
+    # Web API methods ----------------------------------------------------------------------
+
+    def call(self, method: str, args: dict[str, Any], token: str | None) -> dict[str, Any]:
+        if token != self.token:
+            raise SlackApiError("invalid_auth" if token else "not_authed")
+        handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        if handler is None:
+            raise SlackApiError("unknown_method")
+        self.state.change(lambda: self.state.calls.append(method))
+        return {"ok": True, **handler(args)}
+
+    def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        s = self.state
+        return {
+            "user_id": s.bot_user_id,
+            "team_id": s.team_id,
+            "bot_id": "B0BOT",
+            "user": "approval-bot",
+            "team": "Sandbox",
+            "url": self.base_url,
+        }
+
+    def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, text = args.get("channel"), args.get("text") or ""
+        if not channel:
+            raise SlackApiError("channel_not_found")
+        blocks = validate_blocks(args["blocks"]) if args.get("blocks") else []
+        if not text and not blocks:
+            raise SlackApiError("no_text")
+        thread_ts = args.get("thread_ts") or None
+        if thread_ts and self.state.message(channel, thread_ts) is None:
+            raise SlackApiError("thread_not_found")
+        message = Message(
+            channel=channel,
+            ts=self.state.next_ts(),
+            user=self.state.bot_user_id,
+            text=text,
+            blocks=blocks,
+            thread_ts=thread_ts,
+        )
+        self.state.change(lambda: self.state.messages.append(message))
+        return {"channel": channel, "ts": message.ts, "message": {"text": text, "blocks": blocks}}
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self.state.message(args.get("channel", ""), args.get("ts", ""))
+        if message is None:
+            raise SlackApiError("message_not_found")
+        blocks = validate_blocks(args["blocks"]) if args.get("blocks") else message.blocks
+
+        def apply() -> None:
+            message.text = args.get("text") or message.text
+            message.blocks = blocks
+            message.edits += 1
+
+        self.state.change(apply)
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, user = args.get("channel"), args.get("user")
+        if not channel or not user:
+            raise SlackApiError("channel_not_found" if not channel else "user_not_found")
+        blocks = validate_blocks(args["blocks"]) if args.get("blocks") else []
+        item = Ephemeral(channel=channel, user=user, text=args.get("text") or "", blocks=blocks)
+        self.state.change(lambda: self.state.ephemerals.append(item))
+        return {"message_ts": self.state.next_ts()}
+
+    def _open_view(self, args: dict[str, Any]) -> dict[str, Any]:
+        error, user = self.state.use_trigger(str(args.get("trigger_id", "")))
+        if error:
+            raise SlackApiError(error)
+        view = validate_view(args.get("view"))
+        record = View(id=f"V{self.state.next_id():08d}", user=user, view=view)
+        self.state.change(lambda: self.state.views.__setitem__(record.id, record))
+        return {"view": {"id": record.id, **view}}
+
+    _m_views_open = _open_view
+    _m_views_push = _open_view
+
+    def _m_views_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        record = self.state.views.get(str(args.get("view_id", "")))
+        if record is None:
+            raise SlackApiError("not_found")
+        view = validate_view(args.get("view"))
+        self.state.change(lambda: setattr(record, "view", view))
+        return {"view": {"id": record.id, **view}}
+
+    def _m_views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = validate_view(args.get("view"))
+        record = View(id=f"VH{args.get('user_id')}", user=str(args.get("user_id")), view=view)
+        self.state.change(lambda: self.state.views.__setitem__(record.id, record))
+        return {"view": {"id": record.id, **view}}
+
+    def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = str(args.get("user", ""))
+        if user not in self.state.users:
+            raise SlackApiError("user_not_found")
+        name = self.state.users[user]
+        return {
+            "user": {"id": user, "name": name, "real_name": name, "team_id": self.state.team_id}
+        }
+
+    def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        group = str(args.get("usergroup", ""))
+        if group not in self.state.usergroups:
+            raise SlackApiError("no_such_subteam")
+        return {"users": list(self.state.usergroups[group])}
+
+    def respond(self, key: str, payload: dict[str, Any]) -> None:
+        with self.state._cond:
+            uses = self.state.response_urls.get(key)
+        if uses is None or uses >= RESPONSE_URL_USES:
+            raise SlackApiError("used_url")
+        self.state.change(lambda: self.state.response_urls.__setitem__(key, uses + 1))
+        self.state.change(lambda: self.state.responses.append({"url": key, **payload}))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: SlackSandbox
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug(format, *args)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length).decode("utf-8") if length else ""
+        args = _parse_body(raw, self.headers.get("Content-Type", ""))
+        try:
+            if self.path.startswith("/response/"):
+                self.owner.respond(self.path.rsplit("/", 1)[1], args)
+                return self._send({"ok": True})
+            if not self.path.startswith("/api/"):
+                return self._send({"ok": False, "error": "unknown_method"}, status=404)
+            token = _bearer(self.headers.get("Authorization")) or args.pop("token", None)
+            self._send(self.owner.call(self.path[len("/api/") :], args, token))
+        except SlackApiError as exc:
+            self._send({"ok": False, "error": exc.error})
+
+    def _send(self, payload: dict[str, Any], status: int = 200) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _bearer(header: str | None) -> str | None:
+    if header and header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return None
+
+
+def _parse_body(raw: str, content_type: str) -> dict[str, Any]:
+    if not raw:
+        return {}
+    if "json" in content_type:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            return {}
+        return data if isinstance(data, dict) else {}
+    return {k: v[-1] for k, v in parse_qs(raw).items()}

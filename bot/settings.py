@@ -1,0 +1,84 @@
+"""Settings from the environment (or a ``.env`` file). Secrets are never printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent_runtime.graph_runtime import DEFAULT_AGENT
+from store.db import DatabaseUrlError, sqlalchemy_url
+
+SLACK_API_URL = "https://slack.com/api/"
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message names the variable, never its secret value."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", hide_input_in_errors=True)
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = SLACK_API_URL
+    database_url: str = "sqlite:///approval-bot.db"
+    policy_file: Path | None = None
+    agent: str = DEFAULT_AGENT
+    agent_model: str = "offline"
+    checkpoint_encryption_key: SecretStr | None = None
+    workspace_dir: Path = Path("workspace")
+    worker_threads: int = Field(default=8, ge=1, le=256)
+    worker_queue: int = Field(default=200, ge=1, le=100_000)
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        try:
+            sqlalchemy_url(value)
+        except (DatabaseUrlError, ValueError) as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator("agent")
+    @classmethod
+    def _module_function(cls, value: str) -> str:
+        module, _, function = value.partition(":")
+        if not module or not function:
+            raise ValueError("must look like package.module:function")
+        return value
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith("xapp-"):
+            raise ValueError("must be an app-level token starting with xapp-")
+        return value
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+    def require_slack(self) -> None:
+        """``serve`` needs the Slack credentials; say which one is missing."""
+        for name in ("slack_bot_token", "slack_signing_secret"):
+            if getattr(self, name) is None:
+                raise ConfigError(f"{name.upper()} is required to serve; set it in the environment")
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        variable = str(first["loc"][0]).upper() if first["loc"] else "settings"
+        raise ConfigError(f"{variable}: {first['msg']}") from None

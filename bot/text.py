@@ -1,0 +1,44 @@
+"""Making untrusted text inert in Slack, and keeping it within Slack's length limits."""
+
+from __future__ import annotations
+
+import html
+import re
+
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
+
+
+def escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` so mentions, broadcasts and links from agents stay text."""
+    return html.escape(text, quote=False)
+
+
+def truncate(text: str, limit: int, *, marker: str = "…") -> str:
+    return text if len(text) <= limit else text[: max(0, limit - len(marker))] + marker
+
+
+def mrkdwn(text: str, limit: int = 3000) -> str:
+    """Escaped and truncated; truncation happens after escaping so entities are never cut."""
+    escaped = escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    cut = escaped[: limit - 1]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
+
+
+def code_block(text: str, limit: int = 2900) -> str:
+    body = mrkdwn(text.replace("```", "'''"), limit - 8)
+    return f"```{body}```"
+
+
+def mention(user_id: str) -> str:
+    """A user mention we build ourselves, only from a well-formed Slack user id."""
+    return f"<@{user_id}>" if _USER_ID.match(user_id) else escape(user_id)
+
+
+def plain(text: str, limit: int) -> str:
+    """For plain_text fields: no escaping needed, only a length bound and a non-empty value."""
+    return truncate(text, limit) or " "

@@ -1,0 +1,67 @@
+"""Per-thread locks held while a checkpointed thread is verified and resumed.
+
+PostgreSQL: a session advisory lock on a dedicated connection (released by the server if the
+process dies). SQLite: an in-process lock plus an ``flock`` on a file beside the database, so two
+processes on one host serialise too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import text
+
+from store.db import Database, sqlite_path
+
+
+def _key64(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+
+
+class ThreadLocks:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._local: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        if self.db.is_sqlite:
+            with self._hold_local(key), self._hold_file(key):
+                yield
+        else:
+            with self._hold_advisory(key):
+                yield
+
+    @contextlib.contextmanager
+    def _hold_local(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._local.setdefault(key, threading.Lock())
+        with lock:
+            yield
+
+    @contextlib.contextmanager
+    def _hold_file(self, key: str) -> Iterator[None]:
+        folder = Path(sqlite_path(self.db.url) + ".locks")
+        folder.mkdir(exist_ok=True)
+        path = folder / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock")
+        with path.open("a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _hold_advisory(self, key: str) -> Iterator[None]:
+        with self.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _key64(key)})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _key64(key)})

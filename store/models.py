@@ -1,0 +1,155 @@
+"""Typed SQLAlchemy models: runs, approval requests, actions, decisions and the audit log.
+
+Decisions and audit events are append-only: repositories offer no way to change or delete them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def new_id(prefix: str) -> str:
+    """Opaque ids: safe to put in button values, meaningless without the database."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Aware UTC datetimes on every backend (SQLite would hand back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use aware UTC datetimes")
+        return value.astimezone(dt.UTC) if value is not None else None
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, dt.datetime: UTCDateTime}
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    enterprise_id: Mapped[str | None] = mapped_column(String(32))
+    requester_id: Mapped[str] = mapped_column(String(32))
+    channel_id: Mapped[str] = mapped_column(String(32))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    request_text: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    result_text: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    requests: Mapped[list[ApprovalRequest]] = relationship(back_populates="run")
+
+    @property
+    def thread_id(self) -> str:
+        """The LangGraph thread of a run is the run's own id: one run, one thread."""
+        return self.id
+
+
+class ApprovalRequest(Base):
+    """One per interrupt: pending -> resuming -> resolved (or expired, invalidated, failed)."""
+
+    __tablename__ = "approval_requests"
+    __table_args__ = (Index("ix_approval_requests_status", "status"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    interrupt_id: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    policy_version: Mapped[str] = mapped_column(String(64))
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    enterprise_id: Mapped[str | None] = mapped_column(String(32))
+    requester_id: Mapped[str] = mapped_column(String(32))
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    card_channel: Mapped[str | None] = mapped_column(String(32))
+    card_ts: Mapped[str | None] = mapped_column(String(32))
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    claim_expires_at: Mapped[dt.datetime | None] = mapped_column()
+    outcome: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    resolved_at: Mapped[dt.datetime | None] = mapped_column()
+
+    run: Mapped[Run] = relationship(back_populates="requests")
+    actions: Mapped[list[Action]] = relationship(
+        back_populates="request", order_by="Action.position"
+    )
+
+
+class Action(Base):
+    """One gated tool call of an interrupt, with the policy in force when it was recorded."""
+
+    __tablename__ = "actions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    tool_name: Mapped[str] = mapped_column(String(255))
+    args: Mapped[dict[str, Any]] = mapped_column(JSON)
+    description: Mapped[str] = mapped_column(Text, default="")
+    allowed_decisions: Mapped[list[Any]] = mapped_column(JSON)
+    approver_roles: Mapped[list[Any]] = mapped_column(JSON)
+    approvals_required: Mapped[int] = mapped_column(Integer, default=1)
+    self_approval: Mapped[bool] = mapped_column(default=False)
+    risk: Mapped[str] = mapped_column(String(16), default="medium")
+    action_hash: Mapped[str] = mapped_column(String(64))
+    operation_id: Mapped[str] = mapped_column(String(64))
+    tool_call_id: Mapped[str | None] = mapped_column(String(128))
+    outcome: Mapped[str | None] = mapped_column(String(16))
+
+    request: Mapped[ApprovalRequest] = relationship(back_populates="actions")
+    decisions: Mapped[list[Decision]] = relationship(
+        back_populates="action", order_by="Decision.created_at"
+    )
+
+
+class Decision(Base):
+    __tablename__ = "decisions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), index=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
+    reviewer_id: Mapped[str] = mapped_column(String(32))
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    type: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(Text)
+    action_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    action: Mapped[Action] = relationship(back_populates="decisions")
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    kind: Mapped[str] = mapped_column(String(48))
+    outcome: Mapped[str] = mapped_column(String(16), default="info")
+    actor_id: Mapped[str | None] = mapped_column(String(32))
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    run_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    request_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    action_id: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,173 @@
+"""Repositories: take a session, never commit. The caller owns the transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, selectinload
+
+from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
+
+
+class RunRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, run: Run) -> Run:
+        self.session.add(run)
+        self.session.flush()
+        return run
+
+    def get(self, run_id: str) -> Run | None:
+        return self.session.get(Run, run_id)
+
+    def set_status(self, run: Run, status: str, *, result_text: str | None = None) -> None:
+        run.status = status
+        run.updated_at = utcnow()
+        if result_text is not None:
+            run.result_text = result_text
+
+
+class ApprovalRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, request: ApprovalRequest, actions: list[Action]) -> ApprovalRequest:
+        self.session.add(request)
+        for action in actions:
+            action.request_id = request.id
+            self.session.add(action)
+        self.session.flush()
+        return request
+
+    def get(self, request_id: str, *, for_update: bool = False) -> ApprovalRequest | None:
+        """Load a request with its actions and decisions; ``for_update`` locks its row."""
+        stmt = (
+            select(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
+        )
+        if for_update:
+            stmt = stmt.with_for_update(of=ApprovalRequest)
+        return self.session.scalars(stmt).one_or_none()
+
+    def get_action(self, action_id: str) -> Action | None:
+        return self.session.get(Action, action_id)
+
+    def by_interrupt(self, run_id: str, interrupt_id: str) -> ApprovalRequest | None:
+        stmt = select(ApprovalRequest).where(
+            ApprovalRequest.run_id == run_id, ApprovalRequest.interrupt_id == interrupt_id
+        )
+        return self.session.scalars(stmt).first()
+
+    def open_for_run(self, run_id: str) -> list[ApprovalRequest]:
+        stmt = select(ApprovalRequest).where(
+            ApprovalRequest.run_id == run_id,
+            ApprovalRequest.status.in_(("pending", "resuming")),
+        )
+        return list(self.session.scalars(stmt))
+
+    def claim(self, request_id: str, *, owner: str, lease: dt.timedelta) -> bool:
+        """Move pending -> resuming; True for exactly one caller, whatever the concurrency."""
+        now = utcnow()
+        result = self.session.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == "pending")
+            .values(status="resuming", claimed_by=owner, claim_expires_at=now + lease)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)
+
+    def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
+        request.status = status
+        request.outcome = outcome
+        request.resolved_at = utcnow()
+        request.claimed_by = None
+        request.claim_expires_at = None
+
+    def set_card(self, request_id: str, *, channel: str, ts: str) -> None:
+        self.session.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_channel=channel, card_ts=ts)
+            .execution_options(synchronize_session=False)
+        )
+
+
+class DecisionRepository:
+    """Append-only: there is no update and no delete."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(
+        self,
+        action: Action,
+        *,
+        reviewer_id: str,
+        team_id: str | None,
+        type_: str,
+        message: str | None,
+    ) -> Decision:
+        decision = Decision(
+            id=new_id("dec"),
+            action_id=action.id,
+            request_id=action.request_id,
+            reviewer_id=reviewer_id,
+            team_id=team_id,
+            type=type_,
+            message=message,
+            action_hash=action.action_hash,
+            created_at=utcnow(),
+        )
+        self.session.add(decision)
+        action.decisions.append(decision)
+        self.session.flush()
+        return decision
+
+
+class AuditRepository:
+    """Append-only audit log: the record of what happened, not logs or streams."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def record(
+        self,
+        kind: str,
+        *,
+        outcome: str = "info",
+        actor_id: str | None = None,
+        team_id: str | None = None,
+        run_id: str | None = None,
+        request_id: str | None = None,
+        action_id: str | None = None,
+        reason: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> AuditEvent:
+        event = AuditEvent(
+            kind=kind,
+            outcome=outcome,
+            actor_id=actor_id,
+            team_id=team_id,
+            run_id=run_id,
+            request_id=request_id,
+            action_id=action_id,
+            reason=reason,
+            detail=detail or {},
+            created_at=utcnow(),
+        )
+        self.session.add(event)
+        self.session.flush()
+        return event
+
+    def iter_all(self, *, batch: int = 1000) -> Iterator[AuditEvent]:
+        stmt = select(AuditEvent).order_by(AuditEvent.id).execution_options(yield_per=batch)
+        yield from self.session.scalars(stmt)
+
+    def for_run(self, run_id: str) -> list[AuditEvent]:
+        stmt = select(AuditEvent).where(AuditEvent.run_id == run_id).order_by(AuditEvent.id)
+        return list(self.session.scalars(stmt))
