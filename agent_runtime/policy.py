@@ -131,7 +131,8 @@ def load_policy(path: str | Path | None) -> Policy:
     except OSError as exc:
         raise PolicyError(f"POLICY_FILE {source}: cannot read ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
-        raise PolicyError(f"POLICY_FILE {source}: not valid YAML ({exc})") from exc
+        detail = " ".join(str(exc).split())
+        raise PolicyError(f"POLICY_FILE {source}: not valid YAML ({detail})") from exc
     if not isinstance(data, dict):
         raise PolicyError(f"POLICY_FILE {source}: expected a mapping at the top level")
     try:

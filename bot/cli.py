@@ -43,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.command == "serve" else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         if args.command == "demo":
             from bot.demo import run_demo
@@ -84,9 +85,10 @@ def _audit_export(fmt: str) -> int:
 
 
 def _serve(host: str, port: int, *, force_http: bool) -> int:
+    settings = load_settings()
+    settings.require_slack()
     from bot.app import build_bot
 
-    settings = load_settings()
     bot = build_bot(settings)
     stop = threading.Event()
     if settings.socket_mode and not force_http:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -16,7 +17,10 @@ class DatabaseUrlError(ValueError):
 
 def sqlalchemy_url(database_url: str) -> str:
     """Map the operator's URL (``sqlite:///`` or ``postgresql://``) to a driver-qualified one."""
-    url = make_url(database_url)
+    try:
+        url = make_url(database_url)
+    except ArgumentError as exc:
+        raise DatabaseUrlError("not a database URL: use sqlite:/// or postgresql://") from exc
     backend = url.get_backend_name()
     if backend == "sqlite":
         return url.set(drivername="sqlite+pysqlite").render_as_string(hide_password=False)

@@ -81,8 +81,11 @@ class SlackDriver:
         headers = {
             "Content-Type": content_type,
             "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature
-            or self.signer.generate_signature(timestamp=ts, body=body),
+            "X-Slack-Signature": (
+                self.signer.generate_signature(timestamp=ts, body=body)
+                if signature is None
+                else signature
+            ),
         }
         request = urllib.request.Request(self.url, data=body.encode("utf-8"), headers=headers)
         try:

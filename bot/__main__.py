@@ -1,0 +1,7 @@
+"""``python -m bot`` is ``approval-bot``."""
+
+from __future__ import annotations
+
+from bot.cli import main
+
+raise SystemExit(main())

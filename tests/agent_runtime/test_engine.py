@@ -1,0 +1,174 @@
+"""The engine against a real SQLite store and checkpointer, with a notifier that records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from agent_runtime.agents.workspace import Workspace
+from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.engine import ApprovalEngine
+from agent_runtime.errors import AgentLoadError, NotPermitted
+from agent_runtime.graph_runtime import DEFAULT_AGENT, close_checkpointer, open_runtime
+from agent_runtime.notifier import MessageRef
+from agent_runtime.policy import load_policy
+from store.db import Database
+from store.migrate import upgrade
+from store.models import Action, ApprovalRequest, AuditEvent, Run
+
+SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
+REVIEWER = Actor("U0REL1", "T1")
+REQUESTER = Actor("U0ALICE", "T1")
+
+
+@dataclass
+class Recorder:
+    requested: list = field(default_factory=list)
+    updated: list = field(default_factory=list)
+    finished: list = field(default_factory=list)
+
+    def approval_requested(self, approval):  # type: ignore[no-untyped-def]
+        self.requested.append(approval)
+        return MessageRef("C1", f"{len(self.requested)}.0")
+
+    def approval_updated(self, approval):  # type: ignore[no-untyped-def]
+        self.updated.append(approval)
+
+    def run_finished(self, run):  # type: ignore[no-untyped-def]
+        self.finished.append(run)
+
+
+@dataclass
+class Env:
+    engine: ApprovalEngine
+    notes: Recorder
+    workspace: Workspace
+    db: Database
+
+
+def make_env(tmp_path: Path, agent: str = DEFAULT_AGENT) -> Env:
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    db = Database(url)
+    upgrade(db.engine)
+    policy = load_policy(None)
+    workspace = Workspace(tmp_path / "ws").ensure()
+    runtime = open_runtime(
+        database_url=url, agent=agent, model="offline", policy=policy, workspace=workspace
+    )
+    notes = Recorder()
+    engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes)
+    return Env(engine, notes, workspace, db)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    e = make_env(tmp_path)
+    yield e
+    close_checkpointer(e.engine.runtime.checkpointer)
+    e.db.dispose()
+
+
+def paused_run(env: Env, text: str = SEND) -> tuple[str, str]:
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=text)
+    env.engine.execute_run(run.id)
+    approval = env.notes.requested[-1]
+    return run.id, approval.actions[0].id
+
+
+def test_interrupt_is_recorded_with_policy_and_card_reference(env):
+    run_id, action_id = paused_run(env)
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        action = s.get(Action, action_id)
+        assert (request.run_id, request.status, request.card_ts) == (run_id, "pending", "1.0")
+        assert action.tool_name == "send_external_message"
+        assert action.approver_roles == ["release-managers", "security"]
+        assert len(action.action_hash) == 64 and action.operation_id.startswith("op_")
+        assert action.tool_call_id is not None
+
+
+def test_executing_a_run_twice_does_not_start_it_again(env):
+    run_id, _ = paused_run(env)
+    env.engine.execute_run(run_id)
+    assert len(env.notes.requested) == 1
+
+
+def test_drift_between_card_and_checkpoint_invalidates_and_runs_nothing(env):
+    run_id, action_id = paused_run(env)
+    with env.db.transaction() as s:
+        s.get(Action, action_id).action_hash = "0" * 64  # what reviewers saw is not what waits
+    result = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    assert result.refusal is None
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        assert request.status == "invalidated"
+        assert "changed since it was reviewed" in request.outcome
+        assert s.get(Run, run_id).status == "failed"
+    assert env.workspace.effects() == []
+    assert env.notes.updated[-1].status == "invalidated"
+
+
+def test_resume_never_starts_a_fresh_run_when_the_thread_is_gone(env):
+    run_id, action_id = paused_run(env)
+    env.engine.runtime.checkpointer.delete_thread(run_id)
+    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        assert request.status == "invalidated"
+        assert "no longer waiting" in request.outcome
+    assert not env.engine.runtime.has_checkpoint(run_id), "nothing was started from START"
+    assert env.workspace.effects() == []
+
+
+def test_refusals_are_audited_and_change_nothing(env):
+    _run_id, action_id = paused_run(env)
+    assert env.engine.decide(action_id=action_id, actor=REQUESTER, decision="approve").refusal == (
+        Refusal.SELF_APPROVAL
+    )
+    assert env.engine.decide(
+        action_id="act_missing", actor=REVIEWER, decision="approve"
+    ).refusal == (Refusal.UNKNOWN_APPROVAL)
+    assert env.engine.decide(action_id=action_id, actor=REVIEWER, decision="reject").refusal == (
+        Refusal.REASON_REQUIRED
+    )
+    with env.db.transaction() as s:
+        refused = s.scalars(select(AuditEvent).where(AuditEvent.outcome == "refused")).all()
+        assert [e.reason for e in refused] == [
+            "self_approval",
+            "unknown_approval",
+            "reason_required",
+        ]
+        assert s.scalars(select(ApprovalRequest)).one().status == "pending"
+
+
+def test_not_a_requester_cannot_start_runs(tmp_path):
+    e = make_env(tmp_path)
+    e.engine.policy = e.engine.policy.model_copy(update={"requesters": ("security",)})
+    with pytest.raises(NotPermitted):
+        e.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+
+
+def test_an_interrupt_we_cannot_review_fails_the_run_clearly(tmp_path):
+    e = make_env(tmp_path, agent="tests.agent_runtime.custom_graphs:custom_interrupt_graph")
+    run = e.engine.start_run(actor=REQUESTER, channel_id="C1", text="anything")
+    e.engine.execute_run(run.id)
+    assert e.notes.requested == []
+    assert e.notes.finished[-1].status == "failed"
+    assert "cannot review" in e.notes.finished[-1].result_text
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        ("tests.agent_runtime.custom_graphs:not_a_graph", "did not return a compiled graph"),
+        ("tests.agent_runtime.custom_graphs:absent", "cannot be loaded"),
+        ("no_such_module:build", "cannot be loaded"),
+    ],
+)
+def test_bad_agent_hook_is_a_clear_error(tmp_path, agent, message):
+    with pytest.raises(AgentLoadError, match=message):
+        make_env(tmp_path, agent=agent)

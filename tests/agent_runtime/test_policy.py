@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from agent_runtime.errors import PolicyError
+from agent_runtime.policy import load_policy
+
+GROUPS = {"S0RELMGR": frozenset({"U0GROUPIE"})}
+
+
+def members(group: str) -> frozenset[str]:
+    return GROUPS.get(group, frozenset())
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_bundled_policy_loads_with_its_rules():
+    policy = load_policy(None)
+    assert policy.version == "2026-11-30.1"
+    publish = policy.rule_for("publish_report")
+    assert (publish.risk, publish.approvals_required, publish.self_approval) == ("high", 2, False)
+    assert policy.rule_for("read_public_report").gated is False
+    assert policy.defaults.expires_after == dt.timedelta(hours=4)
+
+
+def test_unknown_tool_is_gated_approve_reject_by_every_role():
+    rule = load_policy(None).rule_for("drop_database")
+    assert rule.gated
+    assert rule.decisions == ("approve", "reject")
+    assert set(rule.approvers) == {"release-managers", "security"}
+
+
+@pytest.mark.parametrize(
+    ("user", "role", "expected"),
+    [
+        ("U0REL1", "release-managers", True),
+        ("U0GROUPIE", "release-managers", True),
+        ("U0SEC1", "release-managers", False),
+        ("U0SEC1", "security", True),
+        ("U0REL1", "no-such-role", False),
+    ],
+)
+def test_role_membership_by_user_id_and_usergroup(user, role, expected):
+    assert load_policy(None).is_member(user, role, usergroup_members=members) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("version: ''\n", "version"),
+        ("version: v1\ntools: {x: {risk: extreme}}\n", "tools.x.risk"),
+        ("version: v1\ntools: {x: {approvers: [ghosts]}}\n", "unknown role 'ghosts'"),
+        ("version: v1\ndefaults: {expires_after: soon}\n", "defaults.expires_after"),
+        ("version: v1\ntools: {x: {approvals_required: 0}}\n", "tools.x.approvals_required"),
+        ("version: v1\nsurprise: 1\n", "surprise"),
+        ("- just\n- a list\n", "mapping"),
+        ("version: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_policy_is_refused_naming_the_field(tmp_path, text, fragment):
+    with pytest.raises(PolicyError) as err:
+        load_policy(write(tmp_path, text))
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_policy_file_is_a_clear_error(tmp_path):
+    with pytest.raises(PolicyError, match="cannot read"):
+        load_policy(tmp_path / "absent.yaml")
+
+
+def test_requesters_restrict_who_may_start_runs(tmp_path):
+    policy = load_policy(
+        write(tmp_path, "version: v1\nroles: {ops: {users: [U0OPS]}}\nrequesters: [ops]\n")
+    )
+    assert policy.may_request("U0OPS", usergroup_members=members)
+    assert not policy.may_request("U0OTHER", usergroup_members=members)
+
+
+def test_expiry_is_the_most_urgent_action(tmp_path):
+    policy = load_policy(
+        write(
+            tmp_path,
+            "version: v1\nroles: {r: {users: [U1]}}\n"
+            "tools: {fast: {expires_after: 10m}, slow: {expires_after: 2d}}\n",
+        )
+    )
+    assert policy.expires_after(["slow", "fast"]) == dt.timedelta(minutes=10)
+    assert policy.expires_after(["unknown"]) == dt.timedelta(hours=4)

@@ -1,0 +1,53 @@
+"""What users do in the e2e tests, written once: start a run, find its card, wait for results."""
+
+from __future__ import annotations
+
+from bot.sandbox import people
+from bot.sandbox.driver import Button, buttons
+from bot.sandbox.state import Message
+from tests.conftest import Harness
+
+SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
+DELETE = 'delete_project_file {"path": "notes/old.txt"}'
+
+
+def start_run(h: Harness, text: str, *, user: str = people.REQUESTER) -> tuple[Message, Message]:
+    """Slash command -> the run's root message and its first approval card."""
+    reply = h.driver.slash_command(user=user, channel=people.CHANNEL, text=text)
+    assert reply.status == 200, reply
+    before = {m.ts for m in h.state.top_level(people.CHANNEL)}
+    root = h.state.wait_for(
+        lambda: (
+            next((m for m in h.state.top_level(people.CHANNEL) if m.ts not in before), None)
+            if before
+            else next(iter(h.state.top_level(people.CHANNEL)), None)
+        )
+    )
+    card = h.state.wait_for(
+        lambda: next((m for m in h.state.thread(people.CHANNEL, root.ts) if buttons(m)), None)
+    )
+    return root, card
+
+
+def button(card: Message, label: str, position: int = 0) -> Button:
+    matching = [b for b in buttons(card) if b.text == label]
+    return matching[position]
+
+
+def result_message(h: Harness, root: Message) -> Message:
+    return h.state.wait_for(
+        lambda: next(
+            (m for m in h.state.thread(people.CHANNEL, root.ts) if m.text.startswith("Run ")), None
+        )
+    )
+
+
+def card_now(h: Harness, card: Message) -> Message:
+    current = h.state.message(card.channel, card.ts)
+    assert current is not None
+    return current
+
+
+def ephemeral_for(h: Harness, user: str, count: int = 1) -> str:
+    notes = h.state.wait_for(lambda: (e := h.state.ephemerals_for(user)) and len(e) >= count and e)
+    return notes[count - 1].text

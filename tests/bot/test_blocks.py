@@ -1,0 +1,155 @@
+"""Block Kit builders: snapshots of every card state, slack_sdk validation, inert agent text."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
+
+from agent_runtime.views import ActionView, ApprovalView, DecisionView, RunView
+from bot.blocks.approval_card import approval_card
+from bot.blocks.messages import run_result_message, run_root_message
+from bot.blocks.modals import reject_modal
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+AT = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+HOSTILE = "<!channel> <!here> <@U0BOSS> <!subteam^S123> <https://evil.example|Approve> & ```"
+RUN = RunView(
+    id="run_1",
+    requester_id="U0ALICE",
+    channel_id="C1",
+    thread_ts="1.0",
+    request_text="send the release note",
+    status="waiting",
+    result_text=None,
+)
+
+
+def action(position: int = 0, **changes: Any) -> ActionView:
+    base = ActionView(
+        id=f"act_{position}",
+        position=position,
+        tool_name="send_external_message",
+        args={"recipient": "partner@example.com", "text": "Release is out"},
+        description="",
+        risk="medium",
+        allowed_decisions=("approve", "reject"),
+        approver_roles=("release-managers", "security"),
+        approvals_required=1,
+        action_hash="ab" * 32,
+        operation_id="op_1",
+        outcome=None,
+        decisions=(),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def approval(*actions: ActionView, **changes: Any) -> ApprovalView:
+    base = ApprovalView(
+        id="apr_1",
+        run=RUN,
+        status="pending",
+        outcome=None,
+        interrupt_id="i1",
+        policy_version="2026-11-30.1",
+        requester_id="U0ALICE",
+        expires_at=AT,
+        card_channel="C1",
+        card_ts="2.0",
+        actions=actions or (action(),),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+APPROVED = DecisionView(reviewer_id="U0REL1", type="approve", message=None, at=AT)
+REJECTED = DecisionView(reviewer_id="U0SEC1", type="reject", message="not now", at=AT)
+STATES = {
+    "pending": approval(),
+    "partly_decided": approval(
+        action(0, outcome="approved", decisions=(APPROVED,)),
+        action(1, tool_name="delete_project_file"),
+    ),
+    "resolved": approval(
+        action(0, outcome="approved", decisions=(APPROVED,)),
+        action(1, outcome="rejected", decisions=(REJECTED,)),
+        status="resolved",
+        outcome="send_external_message: approved, delete: rejected",
+    ),
+    "invalidated": approval(status="invalidated", outcome="the run is no longer waiting"),
+    "failed": approval(status="failed", outcome="not resumed"),
+}
+
+
+def assert_valid_message(message: dict[str, Any]) -> None:
+    assert message["text"]
+    assert len(message["blocks"]) <= 50
+    for raw in message["blocks"]:
+        block = Block.parse(raw)
+        assert block is not None, raw
+        block.validate_json()
+
+
+@pytest.mark.parametrize("state", sorted(STATES))
+def test_card_matches_snapshot_and_validates(state):
+    card = approval_card(STATES[state])
+    assert_valid_message(card)
+    path = SNAPSHOTS / f"approval_card_{state}.json"
+    rendered = json.dumps(card, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        path.write_text(rendered, encoding="utf-8")
+    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
+    assert rendered == path.read_text(encoding="utf-8")
+
+
+def test_buttons_only_for_undecided_actions_of_a_pending_card():
+    def button_values(view: ApprovalView) -> list[str]:
+        return [
+            e["value"]
+            for b in approval_card(view)["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+        ]
+
+    assert button_values(STATES["pending"]) == ["act_0", "act_0"]
+    assert button_values(STATES["partly_decided"]) == ["act_1", "act_1"]
+    assert button_values(STATES["resolved"]) == []
+    assert button_values(STATES["invalidated"]) == []
+
+
+LIVE = re.compile(r"<[!@#]|<https?:")
+
+
+def test_agent_text_is_inert_everywhere():
+    view = approval(
+        action(tool_name=HOSTILE, args={HOSTILE: HOSTILE, "n": [HOSTILE]}),
+        run=dataclasses.replace(RUN, request_text=HOSTILE, result_text=HOSTILE),
+        policy_version=HOSTILE[:60],
+    )
+    messages = [approval_card(view), run_root_message(view.run), run_result_message(view.run)]
+    for message in messages:
+        assert_valid_message(message)
+        texts = [message["text"], *re.findall(r'"text": "((?:[^"\\]|\\.)*)"', json.dumps(message))]
+        for text in texts:
+            stripped = re.sub(r"<@U0ALICE>|<!date\^\d+\^[^|>]*\|[^>]*>", "", text)
+            assert not LIVE.search(stripped), text
+
+
+def test_huge_arguments_stay_within_limits():
+    big = action(args={"blob": "x" * 50_000, "nested": {"k": ["y" * 5000] * 20}})
+    card = approval_card(approval(*[dataclasses.replace(big, position=i) for i in range(30)]))
+    assert_valid_message(card)
+    assert "22 more actions" in json.dumps(card)
+
+
+def test_reject_modal_is_a_valid_view_carrying_only_the_action_id():
+    modal = reject_modal(action_id="act_0", tool_name=HOSTILE * 200)
+    View(**modal).validate_json()
+    assert modal["private_metadata"] == "act_0"

@@ -1,0 +1,178 @@
+"""End to end over HTTP with real signatures: the bot, the Slack sandbox, SQLite."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlencode
+
+from sqlalchemy import func, select
+
+from bot.errors import REFUSALS
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
+from store.models import AuditEvent, Decision, Run
+from tests.bot.flows import DELETE, SEND, button, card_now, ephemeral_for, result_message, start_run
+
+
+def _count(h, model) -> int:  # type: ignore[no-untyped-def]
+    with h.bot.db.transaction() as s:
+        return s.scalar(select(func.count()).select_from(model))
+
+
+def test_approve_runs_tool_once_updates_card_and_posts_result(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, SEND)
+    assert "send_external_message" in card.text
+    assert [b.text for b in buttons(card)] == ["Approve", "Reject"]
+
+    reply = h.driver.click(
+        user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
+    )
+    assert reply.status == 200
+    result = result_message(h, root)
+
+    assert "message sent to partner@example.com" in result.text
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+    updated = card_now(h, card)
+    assert buttons(updated) == []
+    rendered = json.dumps(updated.blocks)
+    assert f"<@{people.RELEASE_MANAGER}> approved" in rendered
+    assert "Approved" in rendered
+
+
+def test_requester_cannot_approve_own_action(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+
+    h.driver.click(user=people.REQUESTER, message=card, button=button(card, "Approve"))
+
+    assert ephemeral_for(h, people.REQUESTER) == REFUSALS["self_approval"]
+    assert h.workspace.effects() == []
+    assert _count(h, Decision) == 0
+    with h.bot.db.transaction() as s:
+        refused = s.scalars(select(AuditEvent).where(AuditEvent.outcome == "refused")).all()
+        assert [(e.kind, e.actor_id, e.reason) for e in refused] == [
+            ("decision_refused", people.REQUESTER, "self_approval")
+        ]
+        run = s.scalars(select(Run)).one()
+        assert run.status == "waiting"
+    assert h.bot.runtime.state(run.id).interrupts, "the run must still be paused"
+    assert buttons(card_now(h, card)), "the card keeps its buttons"
+
+
+def test_non_approver_is_refused(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+    h.driver.click(user=people.OUTSIDER, message=card, button=button(card, "Approve"))
+    assert ephemeral_for(h, people.OUTSIDER) == REFUSALS["not_an_approver"]
+    assert _count(h, Decision) == 0
+
+
+def test_usergroup_member_may_approve(serve_bot, sqlite_url):
+    """U0REL2 is listed in the policy; the sandbox group S0RELMGR also holds U0REL1 and U0REL2."""
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, SEND)
+    h.driver.click(user=people.RELEASE_MANAGER_2, message=card, button=button(card, "Approve"))
+    result_message(h, root)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def test_reject_asks_reason_in_modal_and_agent_sees_it(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, DELETE)
+    h.driver.click(user=people.SECURITY, message=card, button=button(card, "Reject"))
+    modal = h.state.wait_for(lambda: h.state.open_views(people.SECURITY))[-1]
+    assert modal.view["private_metadata"] == button(card, "Reject").value
+
+    empty = h.driver.submit_view(
+        user=people.SECURITY, view_id=modal.id, values={"reject_reason": {"reason": "  "}}
+    )
+    assert empty.status == 200 and empty.json()["response_action"] == "errors"
+    assert _count(h, Decision) == 0
+
+    h.driver.submit_view(
+        user=people.SECURITY, view_id=modal.id, values={"reject_reason": {"reason": "Keep it"}}
+    )
+    result = result_message(h, root)
+    assert "rejected" in result.text and "Keep it" in result.text
+    assert h.workspace.effects() == []
+    assert (h.workspace.root / "notes/old.txt").exists()
+    assert "Keep it" in json.dumps(card_now(h, card).blocks)
+
+
+def test_batch_of_two_approve_one_reject_other(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, f"{SEND}\n{DELETE}")
+    approve_first, _, _, reject_second = buttons(card)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve_first)
+    h.state.wait_for(lambda: len(buttons(card_now(h, card))) == 2)
+    assert h.workspace.effects() == [], "nothing runs before every action is decided"
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=reject_second)
+    modal = h.state.wait_for(lambda: h.state.open_views(people.RELEASE_MANAGER))[-1]
+    h.driver.submit_view(
+        user=people.RELEASE_MANAGER, view_id=modal.id, values={"reject_reason": {"reason": "no"}}
+    )
+    result_message(h, root)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def test_forged_signature_and_stale_timestamp_get_401_and_record_nothing(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    body = urlencode(
+        {
+            "command": "/agent",
+            "text": SEND,
+            "user_id": people.REQUESTER,
+            "channel_id": people.CHANNEL,
+            "team_id": "T0SANDBOX",
+        }
+    )
+    forged = h.driver.post(body, signature="v0=" + "0" * 64)
+    stale_ts = int(time.time()) - 6 * 60
+    stale = h.driver.post(body, timestamp=stale_ts)
+    unsigned_ts = h.driver.post(body, signature="")
+
+    assert (forged.status, stale.status) == (401, 401)
+    assert unsigned_ts.status == 401
+    assert _count(h, Run) == 0 and _count(h, AuditEvent) == 0
+    assert h.state.messages == []
+
+
+def test_unknown_and_resolved_approval_ids_are_refused_without_resume(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, SEND)
+    approve = button(card, "Approve")
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
+    result_message(h, root)
+    with h.bot.db.transaction() as s:
+        runs_before = s.scalars(select(Run.id)).all()
+
+    forged = approve.__class__(approve.block_id, approve.action_id, "act_" + "0" * 32, "Approve")
+    h.driver.click(user=people.SECURITY, message=card, button=forged)
+    assert ephemeral_for(h, people.SECURITY) == REFUSALS["unknown_approval"]
+    h.driver.click(user=people.SECURITY, message=card, button=approve)
+    assert ephemeral_for(h, people.SECURITY, 2) == REFUSALS["already_decided"]
+
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+    with h.bot.db.transaction() as s:
+        assert s.scalars(select(Run.id)).all() == runs_before
+    fresh = h.bot.runtime.checkpointer.get_tuple(h.bot.runtime.config("act_" + "0" * 32))
+    assert fresh is None, "no new thread was started in the checkpointer"
+
+
+def test_empty_slash_command_gets_usage_and_starts_nothing(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    reply = h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text="   ")
+    assert reply.status == 200 and "/agent" in reply.body
+    assert _count(h, Run) == 0
+
+
+def test_healthz_and_metrics(serve_bot, sqlite_url):
+    import urllib.request
+
+    h = serve_bot(sqlite_url)
+    with urllib.request.urlopen(h.url + "/healthz") as r:
+        assert (r.status, r.read()) == (200, b"ok\n")
+    with urllib.request.urlopen(h.url + "/metrics") as r:
+        assert b"approval_bot_worker_tasks_in_flight" in r.read()

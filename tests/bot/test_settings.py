@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from bot.settings import ConfigError, load_settings
+
+SECRET = "s3cr3t-value-never-printed"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for name in (
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "SLACK_APP_TOKEN",
+        "DATABASE_URL",
+        "AGENT",
+        "AGENT_MODEL",
+        "SLACK_API_URL",
+        "POLICY_FILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_need_nothing():
+    settings = load_settings()
+    assert settings.database_url.startswith("sqlite:///")
+    assert settings.agent_model == "offline"
+    assert not settings.socket_mode
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        ("DATABASE_URL", "mysql://x/y", "DATABASE_URL"),
+        ("SLACK_API_URL", "ftp://x", "SLACK_API_URL"),
+        ("AGENT", "no_function_here", "AGENT"),
+        ("SLACK_APP_TOKEN", SECRET, "SLACK_APP_TOKEN"),
+        ("WORKER_THREADS", "0", "WORKER_THREADS"),
+    ],
+)
+def test_invalid_values_name_the_variable_and_hide_the_value(
+    monkeypatch, variable, value, fragment
+):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    message = str(err.value)
+    assert message.startswith(fragment) and "\n" not in message
+    assert SECRET not in message
+
+
+def test_serve_requires_slack_credentials(monkeypatch):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", SECRET)
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
+        load_settings().require_slack()
+
+
+def test_env_file_is_read(tmp_path):
+    (tmp_path / ".env").write_text("AGENT_MODEL=anthropic:some-model\n")
+    assert load_settings().agent_model == "anthropic:some-model"
+
+
+def test_cli_start_up_error_is_one_clear_line(tmp_path):
+    env = {"PATH": "", "SLACK_BOT_TOKEN": SECRET, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "approval-bot: SLACK_SIGNING_SECRET is required to serve; set it in the environment"
+    )
+    assert SECRET not in done.stderr + done.stdout

@@ -1,0 +1,124 @@
+"""The store on both databases: migrations, round trips, and the one-winner claim."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import inspect
+
+from store.db import Database, DatabaseUrlError, sqlalchemy_url
+from store.migrate import current_revision, head_revision, upgrade
+from store.models import Action, ApprovalRequest, Run, new_id, utcnow
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+
+TABLES = {"runs", "approval_requests", "actions", "decisions", "audit_events", "alembic_version"}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):  # type: ignore[no-untyped-def]
+    url = (
+        f"sqlite:///{tmp_path / 's.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    database = Database(url)
+    upgrade(database.engine)
+    yield database
+    database.dispose()
+
+
+def seed(db: Database) -> str:
+    now = utcnow()
+    with db.transaction() as s:
+        run = RunRepository(s).add(
+            Run(
+                id=new_id("run"),
+                requester_id="U1",
+                channel_id="C1",
+                request_text="x",
+                status="waiting",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        request = ApprovalRequest(
+            id=new_id("apr"),
+            run_id=run.id,
+            interrupt_id="i1",
+            kind="hitl_batch",
+            status="pending",
+            policy_version="v1",
+            requester_id="U1",
+            expires_at=now + dt.timedelta(hours=1),
+            created_at=now,
+        )
+        action = Action(
+            id=new_id("act"),
+            position=0,
+            tool_name="t",
+            args={"k": "ü"},
+            description="",
+            allowed_decisions=["approve"],
+            approver_roles=["r"],
+            approvals_required=1,
+            self_approval=False,
+            risk="high",
+            action_hash="h" * 64,
+            operation_id="op_1",
+        )
+        ApprovalRepository(s).add(request, [action])
+        return request.id
+
+
+def test_upgrade_creates_every_table_and_is_idempotent(db):
+    assert set(inspect(db.engine).get_table_names()) >= TABLES
+    assert upgrade(db.engine) == head_revision() == current_revision(db.engine)
+
+
+def test_round_trip_keeps_json_and_aware_datetimes(db):
+    request_id = seed(db)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request.actions[0].args == {"k": "ü"}
+        assert request.expires_at.tzinfo is not None
+        assert request.expires_at > utcnow()
+
+
+def test_exactly_one_claim_wins_under_concurrency(db):
+    request_id = seed(db)
+    barrier = threading.Barrier(8)
+
+    def claim(i: int) -> bool:
+        barrier.wait()
+        with db.transaction() as s:
+            return ApprovalRepository(s).claim(
+                request_id, owner=f"w{i}", lease=dt.timedelta(minutes=1)
+            )
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(claim, range(8)))
+    assert results.count(True) == 1
+    with db.transaction() as s:
+        assert ApprovalRepository(s).get(request_id).status == "resuming"
+
+
+def test_audit_events_keep_order(db):
+    with db.transaction() as s:
+        for kind in ("a", "b", "c"):
+            AuditRepository(s).record(kind, detail={"k": kind})
+    with db.transaction() as s:
+        assert [e.kind for e in AuditRepository(s).iter_all()] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("url", ["mysql://x/y", "nonsense", "http://example.com"])
+def test_unsupported_urls_are_refused(url):
+    with pytest.raises(DatabaseUrlError):
+        sqlalchemy_url(url)
+
+
+def test_supported_urls_get_their_driver():
+    assert sqlalchemy_url("sqlite:///a.db") == "sqlite+pysqlite:///a.db"
+    assert sqlalchemy_url("postgresql://u@h/d").startswith("postgresql+psycopg://")
