@@ -158,12 +158,15 @@ class ApprovalEngine:
             self._post_card(request_id)
 
     def _post_card(self, request_id: str) -> None:
-        view = self.approval(request_id)
-        assert view is not None
-        ref = self.notifier.approval_requested(view)
-        if ref is not None:
-            with self.db.transaction() as s:
-                ApprovalRepository(s).set_card(request_id, channel=ref.channel, ts=ref.ts)
+        """Post and remember the card under the request's row lock: a click that comes faster
+        than the card reference is stored waits for it, so its card update finds the card."""
+        with self.db.transaction() as s:
+            repo = ApprovalRepository(s)
+            request = repo.get(request_id, for_update=True)
+            assert request is not None
+            ref = self.notifier.approval_requested(approval_view(request))
+            if ref is not None:
+                repo.set_card(request_id, channel=ref.channel, ts=ref.ts)
 
     def _complete_run(self, run_id: str, text: str) -> None:
         with self.db.transaction() as s:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from urllib.error import URLError
 
 from slack_bolt import App
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from agent_runtime.agents.workspace import Workspace
@@ -18,7 +20,7 @@ from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor
 from bot.listeners import actions, commands, events, views
 from bot.services import BotServices, install
-from bot.settings import Settings
+from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
 from store.db import Database
 from store.migrate import upgrade
@@ -53,13 +55,35 @@ def slack_client(settings: Settings) -> WebClient:
     )
 
 
-def build_bot(settings: Settings) -> Bot:
-    settings.require_slack()
-    assert settings.slack_signing_secret is not None
+def verify_slack(client: WebClient, settings: Settings) -> None:
+    """Fail at start, in one line, when Slack is unreachable or refuses the token."""
+    sdk_logger = logging.getLogger("slack_sdk.web.base_client")
+    sdk_logger.disabled = True  # our message below says it once, without a traceback
+    try:
+        client.auth_test()
+    except SlackApiError as exc:
+        error = exc.response.get("error", "unknown_error")
+        raise ConfigError(f"SLACK_BOT_TOKEN: Slack refused the token ({error})") from None
+    except (OSError, URLError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(
+            f"SLACK_API_URL: cannot reach {settings.slack_api_url} ({reason})"
+        ) from None
+    finally:
+        sdk_logger.disabled = False
+
+
+def build_bot(settings: Settings, *, http: bool = True) -> Bot:
+    """``http=False`` (Socket Mode) needs no signing secret: Slack's socket is authenticated."""
+    settings.require_slack(http=http)
+    secret = (
+        settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
+    )
     policy = load_policy(settings.policy_file)
+    client = slack_client(settings)
+    verify_slack(client, settings)
     db = Database(settings.database_url)
     upgrade(db.engine)
-    client = slack_client(settings)
     runtime = open_runtime(
         database_url=settings.database_url,
         agent=settings.agent,
@@ -83,8 +107,10 @@ def build_bot(settings: Settings) -> Bot:
     )
     app = App(
         client=client,
-        signing_secret=settings.slack_signing_secret.get_secret_value(),
+        signing_secret=secret,
+        request_verification_enabled=http,
         process_before_response=False,
+        token_verification_enabled=False,  # verify_slack() did it, with a clear message
         listener_executor=ThreadPoolExecutor(
             max_workers=LISTENER_THREADS, thread_name_prefix="bolt-listener"
         ),

@@ -86,12 +86,13 @@ def _audit_export(fmt: str) -> int:
 
 def _serve(host: str, port: int, *, force_http: bool) -> int:
     settings = load_settings()
-    settings.require_slack()
+    socket_mode = settings.socket_mode and not force_http
+    settings.require_slack(http=not socket_mode)
     from bot.app import build_bot
 
-    bot = build_bot(settings)
+    bot = build_bot(settings, http=not socket_mode)
     stop = threading.Event()
-    if settings.socket_mode and not force_http:
+    if socket_mode:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         assert settings.slack_app_token is not None
@@ -103,11 +104,10 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     else:
         from bot.http_server import make_server
 
-        server = make_server(bot, host=host, port=port)
-        logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.effective_port)
-        threading.Thread(target=server.run, daemon=True).start()
+        server = make_server(bot, host=host, port=port).start()
+        logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.port)
         _wait_for_signal(stop)
-        server.close()
+        server.stop()
     bot.close()
     return 0
 

@@ -10,7 +10,6 @@ import json
 import secrets
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import TextIO
 
@@ -48,11 +47,10 @@ class Demo:
             policy_file=None,
         )
         self.bot: Bot = build_bot(settings)
-        self.server = make_server(self.bot, host="127.0.0.1", port=0)
-        threading.Thread(target=self.server.run, daemon=True).start()
+        self.server = make_server(self.bot, host="127.0.0.1", port=0).start()
         self.driver = SlackDriver(
             sandbox=self.sandbox,
-            bot_url=f"http://127.0.0.1:{self.server.effective_port}",
+            bot_url=f"http://127.0.0.1:{self.server.port}",
             signing_secret=secret,
         )
         self.state = self.sandbox.state
@@ -137,7 +135,7 @@ class Demo:
         return 0 if ok else 1
 
     def close(self) -> None:
-        self.server.close()
+        self.server.stop()
         self.bot.close()
         self.sandbox.stop()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -59,13 +60,43 @@ def _reply(
     return [data]
 
 
-def make_server(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 32) -> Any:
-    """A waitress server (call ``.run()``; ``.close()`` to stop). Port 0 picks a free port."""
-    return create_server(
-        Frontend(bot),
-        host=host,
-        port=port,
-        threads=threads,
-        max_request_body_size=MAX_BODY,
-        ident="approval-bot",
-    )
+class HttpServer:
+    """waitress in a thread of its own, stopped from any thread without tearing its loop."""
+
+    def __init__(self, bot: Bot, *, host: str, port: int, threads: int) -> None:
+        self._server = create_server(
+            Frontend(bot),
+            host=host,
+            port=port,
+            threads=threads,
+            max_request_body_size=MAX_BODY,
+            ident="approval-bot",
+        )
+        self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.effective_port)
+
+    def start(self) -> HttpServer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Close every channel from inside the loop; the loop ends when none is left."""
+        channels = self._server._map
+
+        def close_all() -> None:
+            for channel in list(channels.values()):
+                channel.close()
+
+        self._server.trigger.pull_trigger(close_all)
+        self._thread.join(timeout)
+        self._server.task_dispatcher.shutdown(timeout=timeout)
+
+
+def make_server(
+    bot: Bot, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 32
+) -> HttpServer:
+    """Port 0 picks a free port; ``.port`` tells which."""
+    return HttpServer(bot, host=host, port=port, threads=threads)

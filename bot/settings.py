@@ -68,9 +68,10 @@ class Settings(BaseSettings):
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
 
-    def require_slack(self) -> None:
-        """``serve`` needs the Slack credentials; say which one is missing."""
-        for name in ("slack_bot_token", "slack_signing_secret"):
+    def require_slack(self, *, http: bool = True) -> None:
+        """``serve`` needs the bot token, and over HTTP the signing secret; name what is missing."""
+        needed = ("slack_bot_token", "slack_signing_secret") if http else ("slack_bot_token",)
+        for name in needed:
             if getattr(self, name) is None:
                 raise ConfigError(f"{name.upper()} is required to serve; set it in the environment")
 

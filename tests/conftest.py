@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -95,15 +94,14 @@ def serve_bot(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
             **overrides,
         )
         bot = build_bot(settings)
-        server = make_server(bot, host="127.0.0.1", port=0)
-        threading.Thread(target=server.run, daemon=True).start()
+        server = make_server(bot, host="127.0.0.1", port=0).start()
         started.append((bot, server, sandbox))
-        url = f"http://127.0.0.1:{server.effective_port}"
+        url = f"http://127.0.0.1:{server.port}"
         driver = SlackDriver(sandbox=sandbox, bot_url=url, signing_secret=secret)
         return Harness(bot, sandbox, driver, Workspace(tmp_path / "workspace"), url)
 
     yield start
     for bot, server, sandbox in reversed(started):
-        server.close()  # type: ignore[attr-defined]
+        server.stop()  # type: ignore[attr-defined]
         bot.close(drain_seconds=30)
         sandbox.stop()

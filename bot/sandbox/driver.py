@@ -57,14 +57,26 @@ class SlackDriver:
         self,
         *,
         sandbox: SlackSandbox,
-        bot_url: str,
-        signing_secret: str,
+        bot_url: str | None = None,
+        signing_secret: str = "",
         team_id: str = "T0SANDBOX",
     ) -> None:
+        """HTTP delivery to ``bot_url``; without it, delivery over the sandbox's Socket Mode."""
         self.sandbox = sandbox
-        self.url = bot_url.rstrip("/") + "/slack/events"
-        self.signer = SignatureVerifier(signing_secret)
+        self.url = bot_url.rstrip("/") + "/slack/events" if bot_url else None
+        self.signer = SignatureVerifier(signing_secret) if signing_secret else None
         self.team_id = team_id
+
+    def _deliver(self, kind: str, payload: dict[str, Any]) -> Reply:
+        if self.url is None:
+            relay = self.sandbox.socket_mode
+            if relay is None:
+                raise RuntimeError("the bot has not opened a Socket Mode connection")
+            ack = relay.send(kind, payload)
+            return Reply(200, json.dumps(ack["payload"]) if ack.get("payload") else "")
+        if kind == "slash_commands":
+            return self.post(urlencode(payload))
+        return self.post(urlencode({"payload": json.dumps(payload)}))
 
     # Raw transport ------------------------------------------------------------------------
 
@@ -77,6 +89,7 @@ class SlackDriver:
         signature: str | None = None,
         timeout: float = 10.0,
     ) -> Reply:
+        assert self.url is not None and self.signer is not None, "raw posts need HTTP delivery"
         ts = str(int(time.time()) if timestamp is None else timestamp)
         headers = {
             "Content-Type": content_type,
@@ -124,7 +137,7 @@ class SlackDriver:
             "response_url": self.sandbox.response_url(),
             "trigger_id": self.sandbox.state.issue_trigger(user),
         }
-        return self.post(urlencode(form))
+        return self._deliver("slash_commands", form)
 
     def block_action_payload(
         self, *, user: str, message: Message, button: Button, team_id: str | None = None
@@ -173,7 +186,7 @@ class SlackDriver:
         payload = self.block_action_payload(
             user=user, message=message, button=button, team_id=team_id
         )
-        return self.post(urlencode({"payload": json.dumps(payload)}))
+        return self._deliver("interactive", payload)
 
     def submit_view(self, *, user: str, view_id: str, values: dict[str, dict[str, str]]) -> Reply:
         """Submit an open modal; ``values`` maps block_id -> {action_id: text}."""
@@ -206,7 +219,7 @@ class SlackDriver:
             "is_enterprise_install": False,
             "enterprise": None,
         }
-        reply = self.post(urlencode({"payload": json.dumps(payload)}))
+        reply = self._deliver("interactive", payload)
         if reply.status == 200 and not (reply.body and "errors" in reply.body):
             self.sandbox.state.change(lambda: setattr(record, "open", False))
         return reply

@@ -16,10 +16,12 @@ from urllib.parse import parse_qs
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View as ViewModel
 
+from bot.sandbox.socket_mode import SocketModeRelay
 from bot.sandbox.state import RESPONSE_URL_USES, Ephemeral, Message, SandboxState, View
 
 logger = logging.getLogger(__name__)
 SANDBOX_TOKEN = "xoxb-sandbox-token"
+SANDBOX_APP_TOKEN = "xapp-sandbox-token"
 MAX_BLOCKS = 50
 
 
@@ -73,6 +75,7 @@ class SlackSandbox:
         self.token = token
         self.state = SandboxState(users=dict(users or {}), usergroups=dict(usergroups or {}))
         self._server: ThreadingHTTPServer | None = None
+        self.socket_mode: SocketModeRelay | None = None
 
     @property
     def base_url(self) -> str:
@@ -95,6 +98,8 @@ class SlackSandbox:
         return self
 
     def stop(self) -> None:
+        if self.socket_mode is not None:
+            self.socket_mode.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -107,6 +112,8 @@ class SlackSandbox:
     # Web API methods ----------------------------------------------------------------------
 
     def call(self, method: str, args: dict[str, Any], token: str | None) -> dict[str, Any]:
+        if method == "apps.connections.open":
+            return self._connections_open(token)
         if token != self.token:
             raise SlackApiError("invalid_auth" if token else "not_authed")
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
@@ -114,6 +121,14 @@ class SlackSandbox:
             raise SlackApiError("unknown_method")
         self.state.change(lambda: self.state.calls.append(method))
         return {"ok": True, **handler(args)}
+
+    def _connections_open(self, token: str | None) -> dict[str, Any]:
+        """Socket Mode: only the app-level token may open a connection."""
+        if token != SANDBOX_APP_TOKEN:
+            raise SlackApiError("invalid_auth" if token else "not_authed")
+        if self.socket_mode is None:
+            self.socket_mode = SocketModeRelay().start()
+        return {"ok": True, "url": self.socket_mode.url}
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         s = self.state

@@ -81,3 +81,23 @@ def test_cli_start_up_error_is_one_clear_line(tmp_path):
         "approval-bot: SLACK_SIGNING_SECRET is required to serve; set it in the environment"
     )
     assert SECRET not in done.stderr + done.stdout
+
+
+def test_slack_refusing_the_token_stops_start_up_clearly(tmp_path):
+    from bot.app import build_bot
+    from bot.sandbox.server import SlackSandbox
+
+    sandbox = SlackSandbox().start()
+    try:
+        settings = load_settings(
+            slack_bot_token="xoxb-not-the-right-one",
+            slack_signing_secret=SECRET,
+            slack_api_url=sandbox.api_url,
+            database_url=f"sqlite:///{tmp_path / 'x.db'}",
+        )
+        with pytest.raises(ConfigError) as err:
+            build_bot(settings)
+    finally:
+        sandbox.stop()
+    assert str(err.value) == "SLACK_BOT_TOKEN: Slack refused the token (invalid_auth)"
+    assert not (tmp_path / "x.db").exists(), "nothing is created before Slack says yes"

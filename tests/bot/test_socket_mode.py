@@ -1,0 +1,65 @@
+"""Socket Mode, chosen when SLACK_APP_TOKEN is set: the same flow over the sandbox's WebSocket."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from agent_runtime.agents.workspace import Workspace
+from bot.sandbox import people
+from bot.sandbox.driver import SlackDriver, buttons
+from bot.sandbox.server import SANDBOX_APP_TOKEN, SANDBOX_TOKEN, SlackSandbox
+from tests.bot.flows import SEND
+
+
+def test_serve_with_app_token_works_over_socket_mode(tmp_path: Path):
+    sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "SLACK_SIGNING_SECRET"},
+        "SLACK_BOT_TOKEN": SANDBOX_TOKEN,
+        "SLACK_APP_TOKEN": SANDBOX_APP_TOKEN,
+        "SLACK_API_URL": sandbox.api_url,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'socket.db'}",
+        "WORKSPACE_DIR": str(tmp_path / "workspace"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if re.search(r"serving in Socket Mode", line):
+                break
+        else:
+            raise AssertionError("the bot did not start in Socket Mode")
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        state = sandbox.state
+        driver = SlackDriver(sandbox=sandbox)  # no URL: deliveries go over the WebSocket
+
+        driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+        root = state.wait_for(lambda: next(iter(state.top_level(people.CHANNEL)), None))
+        card = state.wait_for(
+            lambda: next((m for m in state.thread(people.CHANNEL, root.ts) if buttons(m)), None)
+        )
+        approve = next(b for b in buttons(card) if b.text == "Approve")
+        driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
+        result = state.wait_for(
+            lambda: next(
+                (m for m in state.thread(people.CHANNEL, root.ts) if m.text.startswith("Run ")),
+                None,
+            )
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        sandbox.stop()
+    assert "message sent to partner@example.com" in result.text
+    assert [e["tool"] for e in Workspace(tmp_path / "workspace").effects()] == [
+        "send_external_message"
+    ]
+    assert "apps.connections.open" not in state.calls  # app token calls are not bot calls
