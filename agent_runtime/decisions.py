@@ -16,7 +16,7 @@ from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decis
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.recording import drift
 from agent_runtime.views import ApprovalView, approval_view
-from agent_runtime.wire import ResumeDecision, build_resume, pending_interrupts
+from agent_runtime.wire import ResumeDecision, build_resume, pending_interrupts, tool_results
 from store.models import Action, ApprovalRequest
 from store.repositories import (
     ApprovalRepository,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agent_runtime.engine import ApprovalEngine
 
 logger = logging.getLogger(__name__)
+EXPIRED_MESSAGE = "approval expired"
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,8 @@ def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
         last = action.decisions[-1] if action.decisions else None
         if action.outcome == "approved":
             decisions.append(ResumeDecision(type="approve"))
+        elif action.outcome == "expired":
+            decisions.append(ResumeDecision(type="reject", message=EXPIRED_MESSAGE))
         elif action.outcome in ("rejected", "responded") and last is not None:
             decisions.append(ResumeDecision(type=last.type, message=last.message))
         else:
@@ -168,32 +171,62 @@ def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
     return decisions
 
 
-def resume(engine: ApprovalEngine, request_id: str) -> None:
+def resume(engine: ApprovalEngine, request_id: str, *, final_status: str = "resolved") -> None:
     """Resume the thread of a claimed request, once, after checking the checkpoint."""
     with engine.db.transaction() as s:
         request = ApprovalRepository(s).get(request_id)
     if request is None or request.status != "resuming":
         return
+    with engine.locks.hold(request.run_id):
+        resume_locked(engine, request_id, final_status=final_status)
+
+
+def resume_locked(engine: ApprovalEngine, request_id: str, *, final_status: str) -> None:
+    """The body of ``resume``, for callers that already hold the run's thread lock."""
+    with engine.db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+    if request is None or request.status != "resuming":
+        return
     run_id = request.run_id
-    with engine.locks.hold(run_id):
-        problem = _verify_checkpoint(engine, request)
-        if problem is not None:
-            _finish(engine, request_id, status="invalidated", outcome=problem)
-            return
-        try:
-            command = build_resume(_pending(engine, request), _resume_decisions(request))
-        except InvalidDecisions as exc:
-            _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
-            return
-        try:
-            engine.runtime.invoke(command, run_id)
-        except Exception as exc:
-            logger.exception("resume of %s failed", request_id)
-            _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
-            engine._fail_run(run_id, f"The agent failed after the decision: {exc}")
-            return
-        _finish(engine, request_id, status="resolved", outcome=_summary(request))
-        engine._advance(run_id)
+    problem = _verify_checkpoint(engine, request)
+    if problem is not None:
+        _finish(engine, request_id, status="invalidated", outcome=problem)
+        return
+    try:
+        command = build_resume(_pending(engine, request), _resume_decisions(request))
+    except InvalidDecisions as exc:
+        _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
+        return
+    try:
+        engine.runtime.invoke(command, run_id)
+    except Exception as exc:
+        logger.exception("resume of %s failed", request_id)
+        _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
+        engine._fail_run(run_id, f"The agent failed after the decision: {exc}")
+        return
+    _record_tool_outcomes(engine, request)
+    _finish(engine, request_id, status=final_status, outcome=_summary(request))
+    engine._advance(run_id)
+
+
+def _record_tool_outcomes(engine: ApprovalEngine, request: ApprovalRequest) -> None:
+    messages = engine.runtime.state(request.run_id).values.get("messages", [])
+    results = tool_results(messages, [a.tool_call_id for a in request.actions])
+    with engine.db.transaction() as s:
+        audit = AuditRepository(s)
+        for action in request.actions:
+            result = results.get(action.tool_call_id or "")
+            if result is None:
+                continue
+            audit.record(
+                "tool_outcome",
+                outcome="error" if result["status"] == "error" else "info",
+                run_id=request.run_id,
+                request_id=request.id,
+                action_id=action.id,
+                team_id=request.team_id,
+                detail={"tool": action.tool_name, "operation_id": action.operation_id, **result},
+            )
 
 
 def _pending(engine: ApprovalEngine, request: ApprovalRequest):  # type: ignore[no-untyped-def]
@@ -224,18 +257,20 @@ def _finish(engine: ApprovalEngine, request_id: str, *, status: str, outcome: st
         request = ApprovalRepository(s).get(request_id)
         assert request is not None
         ApprovalRepository(s).finish(request, status=status, outcome=outcome)
-        kind = {"resolved": "resumed", "invalidated": "invalidated"}.get(status, "resume_failed")
+        if status == "invalidated":
+            run = RunRepository(s).get(request.run_id)
+            if run is not None:
+                RunRepository(s).set_status(run, "failed", result_text=outcome)
+        kind = {"resolved": "resumed", "expired": "resumed", "invalidated": "invalidated"}.get(
+            status, "resume_failed"
+        )
         AuditRepository(s).record(
             kind,
-            outcome="info" if status == "resolved" else "error",
+            outcome="info" if kind == "resumed" else "error",
             run_id=request.run_id,
             request_id=request_id,
             team_id=request.team_id,
             reason=outcome,
         )
-        if status == "invalidated":
-            run = RunRepository(s).get(request.run_id)
-            if run is not None:
-                RunRepository(s).set_status(run, "failed", result_text=outcome)
         view = approval_view(request)
     engine.notifier.approval_updated(view)

@@ -151,11 +151,20 @@ class ApprovalEngine:
                     team_id=run.team_id,
                     detail={
                         "interrupt_id": pending.interrupt_id,
-                        "actions": [{"tool": a.tool_name, "hash": a.action_hash} for a in actions],
+                        "actions": [
+                            {"tool": a.tool_name, "hash": a.action_hash, "exempt": a.exempt}
+                            for a in actions
+                        ],
                     },
                 )
                 request_id = request.id
-            self._post_card(request_id)
+                all_exempt = all(a.exempt for a in actions)
+                if all_exempt:
+                    repo.claim(request.id, owner=self.owner, lease=self.lease)
+            if all_exempt:
+                decisions.resume_locked(self, request_id, final_status="resolved")
+            else:
+                self._post_card(request_id)
 
     def _post_card(self, request_id: str) -> None:
         """Post and remember the card under the request's row lock: a click that comes faster

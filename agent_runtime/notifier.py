@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent_runtime.views import ApprovalView, RunView
+from agent_runtime.views import ApprovalView, Reviewers, RunView
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,14 @@ class Notifier(Protocol):
     def run_finished(self, run: RunView) -> None:
         """The run completed or failed: tell its thread."""
 
+    def approval_expired(self, approval: ApprovalView) -> None:
+        """Tell the run's thread that nobody decided in time and the actions were rejected."""
+
+    def approval_reminder(
+        self, approval: ApprovalView, reviewers: Reviewers, escalation_channel: str | None
+    ) -> None:
+        """Nudge the reviewers who can still decide; copy the escalation channel if any."""
+
 
 class NullNotifier:
     """For scripts and tests that only look at the store."""
@@ -35,4 +43,12 @@ class NullNotifier:
         return None
 
     def run_finished(self, run: RunView) -> None:
+        return None
+
+    def approval_expired(self, approval: ApprovalView) -> None:
+        return None
+
+    def approval_reminder(
+        self, approval: ApprovalView, reviewers: Reviewers, escalation_channel: str | None
+    ) -> None:
         return None

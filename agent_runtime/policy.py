@@ -46,6 +46,33 @@ class Defaults(_Strict):
     expires_after: Duration = dt.timedelta(hours=4)
     on_expiry: Literal["reject"] = "reject"
     remind_after: Duration | None = dt.timedelta(hours=1)
+    escalation_channel: str | None = Field(default=None, pattern=r"^[CG][A-Z0-9]{2,20}$")
+
+
+Scalar = str | int | float | bool | None
+
+
+class Condition(_Strict):
+    """One argument test of a ``when``: equal to a value, or (not) one of several."""
+
+    equals: Scalar = None
+    in_: tuple[Scalar, ...] | None = Field(default=None, alias="in")
+    not_in: tuple[Scalar, ...] | None = None
+
+    def holds(self, value: object) -> bool:
+        if self.in_ is not None:
+            return value in self.in_
+        if self.not_in is not None:
+            return value not in self.not_in
+        return value == self.equals
+
+
+def _condition(value: object) -> object:
+    """``{channel: public}`` is shorthand for ``{channel: {equals: public}}``."""
+    return value if isinstance(value, dict) else {"equals": value}
+
+
+When = dict[str, Annotated[Condition, BeforeValidator(_condition)]]
 
 
 class Role(_Strict):
@@ -61,10 +88,20 @@ class ToolRule(_Strict):
     approvals_required: int = Field(default=1, ge=1, le=10)
     self_approval: bool = False
     expires_after: Duration | None = None
+    when: When | None = None
 
     @property
     def gated(self) -> bool:
         return self.approval == "required" and self.risk != "none"
+
+    def applies_to(self, args: dict[str, object]) -> bool:
+        """Deterministic: the gate applies when every ``when`` condition holds on the arguments.
+        Evaluated once, when the interrupt is recorded, and stored with the action."""
+        if not self.gated:
+            return False
+        if not self.when:
+            return True
+        return all(cond.holds(args.get(name)) for name, cond in self.when.items())
 
 
 class Policy(_Strict):

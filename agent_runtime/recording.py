@@ -32,6 +32,9 @@ def build_request(
     now: dt.datetime,
     tool_call_ids: list[str | None],
 ) -> tuple[ApprovalRequest, list[Action]]:
+    expires_at = now + policy.expires_after(a.name for a in pending.actions)
+    remind_after = policy.defaults.remind_after
+    remind_at = now + remind_after if remind_after else None
     request = ApprovalRequest(
         id=new_id("apr"),
         run_id=run.id,
@@ -42,12 +45,14 @@ def build_request(
         team_id=run.team_id,
         enterprise_id=run.enterprise_id,
         requester_id=run.requester_id,
-        expires_at=now + policy.expires_after(a.name for a in pending.actions),
+        expires_at=expires_at,
+        remind_at=remind_at if remind_at and remind_at < expires_at else None,
         created_at=now,
     )
     actions = []
     for position, (spec, call_id) in enumerate(zip(pending.actions, tool_call_ids, strict=True)):
         rule = policy.rule_for(spec.name)
+        exempt = not rule.applies_to(spec.args)
         actions.append(
             Action(
                 id=new_id("act"),
@@ -63,6 +68,8 @@ def build_request(
                 action_hash=action_hash(spec.name, spec.args, policy.version),
                 operation_id=operation_id(run.id, spec.name, spec.args),
                 tool_call_id=call_id,
+                exempt=exempt,
+                outcome="approved" if exempt else None,
             )
         )
     return request, actions

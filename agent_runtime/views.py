@@ -15,6 +15,15 @@ class DecisionView:
     type: str
     message: str | None
     at: dt.datetime
+    action_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Reviewers:
+    """Who can still move an approval forward: for reminders, built from the policy."""
+
+    users: tuple[str, ...]
+    usergroups: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -32,10 +41,20 @@ class ActionView:
     operation_id: str
     outcome: str | None
     decisions: tuple[DecisionView, ...]
+    exempt: bool = False
 
     @property
     def approvals(self) -> tuple[DecisionView, ...]:
-        return tuple(d for d in self.decisions if d.type in ("approve", "edit"))
+        """Approvals that still count: given to the action as it is now (same hash)."""
+        return tuple(
+            d
+            for d in self.decisions
+            if d.type in ("approve", "edit") and d.action_hash in ("", self.action_hash)
+        )
+
+    @property
+    def approvers(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d.reviewer_id for d in self.approvals))
 
 
 @dataclass(frozen=True)
@@ -90,8 +109,15 @@ def action_view(action: Action) -> ActionView:
         action_hash=action.action_hash,
         operation_id=action.operation_id,
         outcome=action.outcome,
+        exempt=action.exempt,
         decisions=tuple(
-            DecisionView(reviewer_id=d.reviewer_id, type=d.type, message=d.message, at=d.created_at)
+            DecisionView(
+                reviewer_id=d.reviewer_id,
+                type=d.type,
+                message=d.message,
+                at=d.created_at,
+                action_hash=d.action_hash,
+            )
             for d in action.decisions
         ),
     )

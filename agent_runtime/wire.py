@@ -174,3 +174,19 @@ def final_text(values: Mapping[str, Any]) -> str:
             if content:
                 return str(content)
     return "The run finished without a reply."
+
+
+def tool_results(
+    messages: Sequence[Any], call_ids: Sequence[str | None]
+) -> dict[str, dict[str, str]]:
+    """What each reviewed tool call returned: status and a short preview, for the audit log."""
+    wanted = {c for c in call_ids if c}
+    found: dict[str, dict[str, str]] = {}
+    for message in messages:
+        call_id = getattr(message, "tool_call_id", None)
+        if getattr(message, "type", None) == "tool" and call_id in wanted:
+            found[call_id] = {
+                "status": str(getattr(message, "status", "success")),
+                "preview": str(message.content)[:500],
+            }
+    return found

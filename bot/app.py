@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.error import URLError
@@ -16,6 +18,7 @@ from agent_runtime.agents.workspace import Workspace
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
 from agent_runtime.policy import load_policy
+from agent_runtime.sweeper import Sweeper
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor
 from bot.listeners import actions, commands, events, views
@@ -24,6 +27,7 @@ from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
 from store.db import Database
 from store.migrate import upgrade
+from store.models import utcnow
 
 logger = logging.getLogger(__name__)
 LISTENER_THREADS = 16
@@ -36,9 +40,11 @@ class Bot:
     runtime: GraphRuntime
     services: BotServices
     app: App
+    sweeper: Sweeper
 
     def close(self, *, drain_seconds: float = 30.0) -> None:
         """Finish in-flight work (resumes, runs) before closing the store."""
+        self.sweeper.stop()
         if not self.services.executor.wait_idle(timeout=drain_seconds):
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
         self.services.executor.shutdown(wait=False)
@@ -73,7 +79,9 @@ def verify_slack(client: WebClient, settings: Settings) -> None:
         sdk_logger.disabled = False
 
 
-def build_bot(settings: Settings, *, http: bool = True) -> Bot:
+def build_bot(
+    settings: Settings, *, http: bool = True, clock: Callable[[], dt.datetime] = utcnow
+) -> Bot:
     """``http=False`` (Socket Mode) needs no signing secret: Slack's socket is authenticated."""
     settings.require_slack(http=http)
     secret = (
@@ -98,6 +106,7 @@ def build_bot(settings: Settings, *, http: bool = True) -> Bot:
         policy=policy,
         notifier=SlackNotifier(client),
         usergroup_members=directory.members,
+        clock=clock,
     )
     services = BotServices(
         engine=engine,
@@ -118,4 +127,11 @@ def build_bot(settings: Settings, *, http: bool = True) -> Bot:
     install(app, services)
     for group in (commands, actions, views, events):
         group.register(app)
-    return Bot(settings=settings, db=db, runtime=runtime, services=services, app=app)
+    return Bot(
+        settings=settings,
+        db=db,
+        runtime=runtime,
+        services=services,
+        app=app,
+        sweeper=Sweeper(engine),
+    )

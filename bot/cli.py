@@ -30,10 +30,10 @@ def _parser() -> argparse.ArgumentParser:
         "upgrade", help="create or migrate the store and the checkpointer tables"
     )
     audit = commands.add_parser("audit", help="audit log commands")
-    export = audit.add_subparsers(dest="audit_command", required=True).add_parser(
-        "export", help="write the audit log"
-    )
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    export = audit_commands.add_parser("export", help="write the audit log")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    audit_commands.add_parser("verify", help="check the audit log's hash chain")
     return parser
 
 
@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo()
         if args.command == "db":
             return _db_upgrade()
+        if args.command == "audit" and args.audit_command == "verify":
+            return _audit_verify()
         if args.command == "audit":
             return _audit_export(args.format)
         return _serve(args.host, args.port, force_http=args.http)
@@ -84,6 +86,22 @@ def _audit_export(fmt: str) -> int:
     return 0
 
 
+def _audit_verify() -> int:
+    from store.audit_chain import verify
+    from store.db import Database
+    from store.repositories import AuditRepository
+
+    db = Database(load_settings().database_url)
+    with db.transaction() as session:
+        report = verify(AuditRepository(session).iter_all())
+    db.dispose()
+    if report.intact:
+        print(f"audit log intact: {report.checked} events")
+        return 0
+    print(f"audit log broken at event {report.broken_at}: {report.reason}")
+    return 1
+
+
 def _serve(host: str, port: int, *, force_http: bool) -> int:
     settings = load_settings()
     socket_mode = settings.socket_mode and not force_http
@@ -91,6 +109,7 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     from bot.app import build_bot
 
     bot = build_bot(settings, http=not socket_mode)
+    bot.sweeper.start()
     stop = threading.Event()
     if socket_mode:
         from slack_bolt.adapter.socket_mode import SocketModeHandler

@@ -22,6 +22,7 @@ from bot.sandbox.render import indent, render_message
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from bot.sandbox.state import Message
 from bot.settings import load_settings
+from store.audit_chain import verify
 from store.repositories import AuditRepository
 
 DEMO_REQUEST = "\n".join(
@@ -129,8 +130,12 @@ class Demo:
             for event in AuditRepository(session).iter_all():
                 who = self.state.users.get(event.actor_id or "", event.actor_id or "-")
                 why = f" ({event.reason})" if event.reason else ""
+                if event.kind == "tool_outcome":
+                    why = f" ({event.detail.get('tool')}: {event.detail.get('status')})"
                 self.say(f"  {event.id:>3} {event.kind:<20} {event.outcome:<8} {who}{why}")
-        ok = [e["tool"] for e in effects] == ["send_external_message"]
+            chain = verify(AuditRepository(session).iter_all())
+        self.say(f"Audit chain: {'intact' if chain.intact else 'BROKEN'} ({chain.checked} events)")
+        ok = chain.intact and [e["tool"] for e in effects] == ["send_external_message"]
         self.say("\nDemo finished: " + ("everything as expected." if ok else "UNEXPECTED effects!"))
         return 0 if ok else 1
 

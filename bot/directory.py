@@ -33,8 +33,14 @@ class UsergroupDirectory:
             users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
         except SlackApiError as exc:
             error = exc.response.get("error")
+            if error != "plan_upgrade_required":
+                # Transient (rate limit, outage): keep what we knew, ask again next time.
+                logger.warning("user group %s look-up failed (%s)", group_id, error)
+                return cached[1] if cached else frozenset()
             logger.warning(
-                "user group %s unavailable (%s); only listed users count", group_id, error
+                "user groups need a paid Slack plan; group %s grants nothing, only user ids in "
+                "the policy count",
+                group_id,
             )
             users = frozenset()
         with self._lock:

@@ -70,7 +70,10 @@ class ApprovalRequest(Base):
     """One per interrupt: pending -> resuming -> resolved (or expired, invalidated, failed)."""
 
     __tablename__ = "approval_requests"
-    __table_args__ = (Index("ix_approval_requests_status", "status"),)
+    __table_args__ = (
+        Index("ix_approval_requests_status", "status"),
+        Index("ix_approval_requests_expires_at", "expires_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
@@ -89,6 +92,8 @@ class ApprovalRequest(Base):
     outcome: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     resolved_at: Mapped[dt.datetime | None] = mapped_column()
+    remind_at: Mapped[dt.datetime | None] = mapped_column()
+    reminded_at: Mapped[dt.datetime | None] = mapped_column()
 
     run: Mapped[Run] = relationship(back_populates="requests")
     actions: Mapped[list[Action]] = relationship(
@@ -116,6 +121,7 @@ class Action(Base):
     operation_id: Mapped[str] = mapped_column(String(64))
     tool_call_id: Mapped[str | None] = mapped_column(String(128))
     outcome: Mapped[str | None] = mapped_column(String(16))
+    exempt: Mapped[bool] = mapped_column(default=False)
 
     request: Mapped[ApprovalRequest] = relationship(back_populates="actions")
     decisions: Mapped[list[Decision]] = relationship(
@@ -153,3 +159,5 @@ class AuditEvent(Base):
     action_id: Mapped[str | None] = mapped_column(String(64))
     reason: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    prev_hash: Mapped[str] = mapped_column(String(64), default="")
+    hash: Mapped[str] = mapped_column(String(64), default="")

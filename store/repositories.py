@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, selectinload
 
+from store.audit_chain import digest
 from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
+
+AUDIT_LOCK_KEY = 0x4A55_4449_545F_4C4F  # one lock for the whole audit chain
 
 
 class RunRepository:
@@ -157,12 +161,24 @@ class AuditRepository:
             request_id=request_id,
             action_id=action_id,
             reason=reason,
-            detail=detail or {},
-            created_at=utcnow(),
+            detail=json.loads(json.dumps(detail or {}, default=str)),
         )
+        self._chain(event)
         self.session.add(event)
         self.session.flush()
         return event
+
+    def _chain(self, event: AuditEvent) -> None:
+        """Link to the newest event. On PostgreSQL a transaction-scoped advisory lock makes
+        appends take turns; SQLite's write lock (BEGIN IMMEDIATE) already does."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
+        last = self.session.scalars(
+            select(AuditEvent.hash).order_by(AuditEvent.id.desc()).limit(1)
+        ).first()
+        event.created_at = utcnow()
+        event.prev_hash = last or ""
+        event.hash = digest(event.prev_hash, event)
 
     def iter_all(self, *, batch: int = 1000) -> Iterator[AuditEvent]:
         stmt = select(AuditEvent).order_by(AuditEvent.id).execution_options(yield_per=batch)

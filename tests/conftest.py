@@ -81,7 +81,7 @@ class Harness:
 def serve_bot(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     started: list[tuple[Bot, object, SlackSandbox]] = []
 
-    def start(database_url: str, **overrides: object) -> Harness:
+    def start(database_url: str, *, clock: object = None, **overrides: object) -> Harness:
         sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
         secret = secrets.token_hex(16)
         settings = load_settings(
@@ -93,7 +93,7 @@ def serve_bot(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
             workspace_dir=tmp_path / "workspace",
             **overrides,
         )
-        bot = build_bot(settings)
+        bot = build_bot(settings, clock=clock) if clock else build_bot(settings)
         server = make_server(bot, host="127.0.0.1", port=0).start()
         started.append((bot, server, sandbox))
         url = f"http://127.0.0.1:{server.port}"

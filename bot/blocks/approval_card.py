@@ -24,6 +24,7 @@ _OUTCOME_ICONS = {
     "rejected": ":x: Rejected",
     "responded": ":speech_balloon: Answered",
     "edited": ":pencil2: Approved with edits",
+    "expired": ":hourglass: Expired: rejected",
 }
 
 
@@ -71,19 +72,43 @@ def _action_blocks(approval: ApprovalView, action: ActionView) -> list[dict[str,
     decided = _decided_line(action)
     if decided:
         blocks.append(_section(decided))
+    progress = _progress(approval, action)
+    if progress:
+        blocks.append(_context(progress))
     if approval.status == "pending" and action.outcome is None:
         blocks.append(_buttons(action))
     return blocks
 
 
 def _rules(action: ActionView) -> str:
-    approvers = ", ".join(action.approver_roles) or "any approver role"
-    count = len({d.reviewer_id for d in action.approvals})
+    if action.exempt:
+        who = "No review needed: the policy's conditions do not apply to these arguments"
+    else:
+        approvers = ", ".join(action.approver_roles) or "any approver role"
+        count = len(action.approvers)
+        who = f"May decide: {approvers}  ·  Sign-offs: {count} of {action.approvals_required}"
     return mrkdwn(
-        f"May decide: {approvers}  ·  Sign-offs: {count} of {action.approvals_required}"
-        f"  ·  Action hash {action.action_hash[:12]}  ·  Operation {action.operation_id}",
+        f"{who}  ·  Action hash {action.action_hash[:12]}  ·  Operation {action.operation_id}",
         3000,
     )
+
+
+def _progress(approval: ApprovalView, action: ActionView) -> str:
+    """For an open action: who signed off, and who is still needed (and who cannot be)."""
+    if approval.status != "pending" or action.outcome is not None or action.exempt:
+        return ""
+    signed = action.approvers
+    needed = action.approvals_required
+    head = f"{len(signed)} of {needed} approvals"
+    if signed:
+        head += ": " + ", ".join(mention(u) for u in signed)
+    roles = " or ".join(mrkdwn(r, 80) for r in action.approver_roles) or "an approver role"
+    another = "another reviewer" if signed else "a reviewer"
+    excluded = [f"{mention(approval.requester_id)}, who asked"]
+    excluded += [mention(u) for u in signed]
+    if "requester" in action.approver_roles:
+        return f"{head}. Waiting for {mention(approval.requester_id)} to answer."
+    return f"{head}. Waiting for {another} from {roles} (not {', nor '.join(excluded)})."
 
 
 def _decided_line(action: ActionView) -> str:

@@ -71,8 +71,11 @@ class SlackSandbox:
         users: dict[str, str] | None = None,
         usergroups: dict[str, list[str]] | None = None,
         token: str = SANDBOX_TOKEN,
+        plan_gated: bool = False,
     ) -> None:
+        """``plan_gated``: answer user group look-ups as a free workspace does."""
         self.token = token
+        self.plan_gated = plan_gated
         self.state = SandboxState(users=dict(users or {}), usergroups=dict(usergroups or {}))
         self._server: ThreadingHTTPServer | None = None
         self.socket_mode: SocketModeRelay | None = None
@@ -222,6 +225,8 @@ class SlackSandbox:
 
     def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = str(args.get("usergroup", ""))
+        if self.plan_gated:
+            raise SlackApiError("plan_upgrade_required")
         if group not in self.state.usergroups:
             raise SlackApiError("no_such_subteam")
         return {"users": list(self.state.usergroups[group])}

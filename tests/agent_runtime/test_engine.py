@@ -3,65 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from agent_runtime.agents.workspace import Workspace
-from agent_runtime.authorization import Actor, Refusal
-from agent_runtime.engine import ApprovalEngine
+from agent_runtime.authorization import Refusal
 from agent_runtime.errors import AgentLoadError, NotPermitted
-from agent_runtime.graph_runtime import DEFAULT_AGENT, close_checkpointer, open_runtime
-from agent_runtime.notifier import MessageRef
-from agent_runtime.policy import load_policy
-from store.db import Database
-from store.migrate import upgrade
+from agent_runtime.graph_runtime import close_checkpointer
 from store.models import Action, ApprovalRequest, AuditEvent, Run
-
-SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
-REVIEWER = Actor("U0REL1", "T1")
-REQUESTER = Actor("U0ALICE", "T1")
-
-
-@dataclass
-class Recorder:
-    requested: list = field(default_factory=list)
-    updated: list = field(default_factory=list)
-    finished: list = field(default_factory=list)
-
-    def approval_requested(self, approval):  # type: ignore[no-untyped-def]
-        self.requested.append(approval)
-        return MessageRef("C1", f"{len(self.requested)}.0")
-
-    def approval_updated(self, approval):  # type: ignore[no-untyped-def]
-        self.updated.append(approval)
-
-    def run_finished(self, run):  # type: ignore[no-untyped-def]
-        self.finished.append(run)
-
-
-@dataclass
-class Env:
-    engine: ApprovalEngine
-    notes: Recorder
-    workspace: Workspace
-    db: Database
-
-
-def make_env(tmp_path: Path, agent: str = DEFAULT_AGENT) -> Env:
-    url = f"sqlite:///{tmp_path / 'e.db'}"
-    db = Database(url)
-    upgrade(db.engine)
-    policy = load_policy(None)
-    workspace = Workspace(tmp_path / "ws").ensure()
-    runtime = open_runtime(
-        database_url=url, agent=agent, model="offline", policy=policy, workspace=workspace
-    )
-    notes = Recorder()
-    engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes)
-    return Env(engine, notes, workspace, db)
+from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, SEND, Env, make_env, paused_run
 
 
 @pytest.fixture
@@ -70,13 +21,6 @@ def env(tmp_path: Path) -> Iterator[Env]:
     yield e
     close_checkpointer(e.engine.runtime.checkpointer)
     e.db.dispose()
-
-
-def paused_run(env: Env, text: str = SEND) -> tuple[str, str]:
-    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=text)
-    env.engine.execute_run(run.id)
-    approval = env.notes.requested[-1]
-    return run.id, approval.actions[0].id
 
 
 def test_interrupt_is_recorded_with_policy_and_card_reference(env):

@@ -94,3 +94,45 @@ def test_expiry_is_the_most_urgent_action(tmp_path):
     )
     assert policy.expires_after(["slow", "fast"]) == dt.timedelta(minutes=10)
     assert policy.expires_after(["unknown"]) == dt.timedelta(hours=4)
+
+
+WHEN_POLICY = """
+version: v1
+roles: {r: {users: [U1]}}
+tools:
+  publish: {when: {channel: public}}
+  send: {when: {recipient: {not_in: [team@example.com]}, urgent: {in: [true]}}}
+  wipe: {approval: none}
+  audit: {risk: none}
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "gated"),
+    [
+        ("publish", {"channel": "public"}, True),
+        ("publish", {"channel": "internal"}, False),
+        ("publish", {}, False),
+        ("send", {"recipient": "x@example.com", "urgent": True}, True),
+        ("send", {"recipient": "team@example.com", "urgent": True}, False),
+        ("send", {"recipient": "x@example.com", "urgent": False}, False),
+        ("wipe", {"anything": 1}, False),
+        ("audit", {}, False),
+        ("unknown_tool", {"x": 1}, True),
+    ],
+)
+def test_when_is_a_deterministic_test_of_the_arguments(tmp_path, tool, args, gated):
+    policy = load_policy(write(tmp_path, WHEN_POLICY))
+    assert policy.rule_for(tool).applies_to(args) is gated
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("version: v1\ntools: {x: {when: {a: {between: [1, 2]}}}}\n", "between"),
+        ("version: v1\ndefaults: {escalation_channel: general}\n", "escalation_channel"),
+    ],
+)
+def test_bad_when_and_escalation_channel_are_refused(tmp_path, text, fragment):
+    with pytest.raises(PolicyError, match=fragment):
+        load_policy(write(tmp_path, text))

@@ -84,6 +84,15 @@ STATES = {
         outcome="send_external_message: approved, delete: rejected",
     ),
     "invalidated": approval(status="invalidated", outcome="the run is no longer waiting"),
+    "dual_sign_off_one_of_two": approval(
+        action(approvals_required=2, approver_roles=("release-managers",), decisions=(APPROVED,))
+    ),
+    "expired": approval(
+        action(outcome="expired"), status="expired", outcome="send_external_message: expired"
+    ),
+    "exempt_and_gated": approval(
+        action(0, exempt=True, outcome="approved"), action(1, tool_name="publish_report")
+    ),
     "failed": approval(status="failed", outcome="not resumed"),
 }
 

@@ -10,6 +10,7 @@ import pytest
 
 from bot.cli import main
 from bot.demo import run_demo
+from store.migrate import head_revision
 
 
 def test_demo_walks_through_and_succeeds():
@@ -33,7 +34,8 @@ def database(monkeypatch, tmp_path):
 def test_db_upgrade_is_idempotent(database, capsys):
     assert main(["db", "upgrade"]) == 0
     assert main(["db", "upgrade"]) == 0
-    assert "store at revision 0001; checkpointer tables ready" in capsys.readouterr().out
+    expected = f"store at revision {head_revision()}; checkpointer tables ready"
+    assert expected in capsys.readouterr().out
 
 
 def test_audit_export_jsonl_and_csv(database, capsys):
@@ -55,3 +57,54 @@ def test_audit_export_jsonl_and_csv(database, capsys):
     assert main(["audit", "export", "--format", "csv"]) == 0
     parsed = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert json.loads(parsed[0]["detail"]) == {"text": 'a,b\n"c"'}
+
+
+def test_audit_verify_names_the_first_changed_event(database, capsys):
+    from sqlalchemy import text
+
+    from store.db import Database
+    from store.repositories import AuditRepository
+
+    main(["db", "upgrade"])
+    db = Database(database)
+    for kind in ("run_started", "interrupt_recorded", "decision_recorded", "resumed"):
+        with db.transaction() as s:
+            AuditRepository(s).record(kind, actor_id="U1", detail={"k": kind})
+    capsys.readouterr()
+    assert main(["audit", "verify"]) == 0
+    assert capsys.readouterr().out.strip() == "audit log intact: 4 events"
+
+    with db.transaction() as s:
+        refused = None
+        try:
+            s.execute(text("UPDATE audit_events SET actor_id = 'U2' WHERE id = 3"))
+        except Exception as exc:  # the store refuses changes to the audit log
+            refused = exc
+    assert refused is not None and "append-only" in str(refused)
+
+    with db.engine.begin() as conn:  # someone with direct database access removes the guard
+        conn.exec_driver_sql("DROP TRIGGER audit_events_no_update")
+        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 3")
+    db.dispose()
+    assert main(["audit", "verify"]) == 1
+    assert capsys.readouterr().out.strip() == (
+        "audit log broken at event 3: its content does not match its hash"
+    )
+
+
+def test_audit_verify_notices_a_deleted_event(database, capsys):
+    from store.db import Database
+    from store.repositories import AuditRepository
+
+    main(["db", "upgrade"])
+    db = Database(database)
+    for kind in ("a", "b", "c"):
+        with db.transaction() as s:
+            AuditRepository(s).record(kind)
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER audit_events_no_delete")
+        conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 2")
+    db.dispose()
+    capsys.readouterr()
+    assert main(["audit", "verify"]) == 1
+    assert "broken at event 3: its link" in capsys.readouterr().out

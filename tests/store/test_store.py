@@ -7,8 +7,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
+from store.audit_chain import verify
 from store.db import Database, DatabaseUrlError, sqlalchemy_url
 from store.migrate import current_revision, head_revision, upgrade
 from store.models import Action, ApprovalRequest, Run, new_id, utcnow
@@ -122,3 +123,28 @@ def test_unsupported_urls_are_refused(url):
 def test_supported_urls_get_their_driver():
     assert sqlalchemy_url("sqlite:///a.db") == "sqlite+pysqlite:///a.db"
     assert sqlalchemy_url("postgresql://u@h/d").startswith("postgresql+psycopg://")
+
+
+def test_decisions_and_audit_events_are_append_only(db):
+    seed(db)
+    with db.transaction() as s:
+        AuditRepository(s).record("x")
+    for statement in ("UPDATE audit_events SET kind = 'y'", "DELETE FROM audit_events"):
+        with pytest.raises(Exception, match="append-only"), db.transaction() as s:
+            s.execute(text(statement))
+
+
+def test_concurrent_audit_appends_keep_one_unbroken_chain(db):
+    barrier = threading.Barrier(8)
+
+    def append(i: int) -> None:
+        barrier.wait()
+        for n in range(5):
+            with db.transaction() as s:
+                AuditRepository(s).record("event", detail={"writer": i, "n": n})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(append, range(8)))
+    with db.transaction() as s:
+        report = verify(AuditRepository(s).iter_all())
+    assert report.intact and report.checked == 40

@@ -1,0 +1,146 @@
+"""Expiry and reminders, in the background. Restart-safe (all state is in the store) and safe
+with several replicas (every step is a conditional update that exactly one process wins)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select, update
+
+from agent_runtime import decisions
+from agent_runtime.policy import REQUESTER_ROLE
+from agent_runtime.views import ApprovalView, Reviewers, approval_view
+from store.models import ApprovalRequest
+from store.repositories import ApprovalRepository, AuditRepository
+
+if TYPE_CHECKING:
+    from agent_runtime.engine import ApprovalEngine
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    expired: int
+    reminded: int
+
+
+class Sweeper:
+    def __init__(self, engine: ApprovalEngine, *, interval: float = 30.0) -> None:
+        self.engine = engine
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> SweepResult:
+        return SweepResult(expired=self._expire_due(), reminded=self._remind_due())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.run_once()
+            except Exception:
+                logger.exception("sweep failed; trying again in %.0fs", self.interval)
+
+    def _due(self, *conditions: object) -> list[str]:
+        with self.engine.db.transaction() as s:
+            stmt = select(ApprovalRequest.id).where(
+                ApprovalRequest.status == "pending", *conditions
+            )
+            return list(s.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(100)))
+
+    def _expire_due(self) -> int:
+        """Fail closed: every action that needed a person is rejected with "approval expired"."""
+        now = self.engine.clock()
+        done = 0
+        for request_id in self._due(ApprovalRequest.expires_at <= now):
+            with self.engine.db.transaction() as s:
+                repo = ApprovalRepository(s)
+                request = repo.get(request_id, for_update=True)
+                if request is None or request.status != "pending" or request.expires_at > now:
+                    continue
+                for action in request.actions:
+                    if not action.exempt:
+                        action.outcome = "expired"
+                if not repo.claim(request_id, owner=self.engine.owner, lease=self.engine.lease):
+                    continue
+                request.status = "resuming"
+                AuditRepository(s).record(
+                    "expired",
+                    outcome="info",
+                    run_id=request.run_id,
+                    request_id=request_id,
+                    team_id=request.team_id,
+                    reason=decisions.EXPIRED_MESSAGE,
+                )
+                view = approval_view(request)
+            self.engine.notifier.approval_expired(view)
+            decisions.resume(self.engine, request_id, final_status="expired")
+            done += 1
+        return done
+
+    def _remind_due(self) -> int:
+        now = self.engine.clock()
+        done = 0
+        for request_id in self._due(
+            ApprovalRequest.remind_at <= now, ApprovalRequest.reminded_at.is_(None)
+        ):
+            with self.engine.db.transaction() as s:
+                won = s.execute(
+                    update(ApprovalRequest)
+                    .where(
+                        ApprovalRequest.id == request_id,
+                        ApprovalRequest.reminded_at.is_(None),
+                        ApprovalRequest.status == "pending",
+                    )
+                    .values(reminded_at=now)
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+                if not won:
+                    continue
+                request = ApprovalRepository(s).get(request_id)
+                assert request is not None
+                AuditRepository(s).record(
+                    "reminder_sent",
+                    run_id=request.run_id,
+                    request_id=request_id,
+                    team_id=request.team_id,
+                )
+                view = approval_view(request)
+            self.engine.notifier.approval_reminder(
+                view, self.reviewers(view), self.engine.policy.defaults.escalation_channel
+            )
+            done += 1
+        return done
+
+    def reviewers(self, view: ApprovalView) -> Reviewers:
+        """Eligible reviewers of the undecided actions: never the requester, nor who approved."""
+        policy = self.engine.policy
+        users: dict[str, None] = {}
+        groups: dict[str, None] = {}
+        for action in view.actions:
+            if action.outcome is not None:
+                continue
+            for role in action.approver_roles:
+                if role == REQUESTER_ROLE:
+                    users[view.requester_id] = None
+                    continue
+                spec = policy.roles.get(role)
+                if spec is None:
+                    continue
+                skip = {view.requester_id, *action.approvers}
+                users.update(dict.fromkeys(u for u in spec.users if u not in skip))
+                groups.update(dict.fromkeys(spec.usergroups))
+        return Reviewers(users=tuple(users), usergroups=tuple(groups))

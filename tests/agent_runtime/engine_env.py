@@ -1,0 +1,82 @@
+"""An engine on a real store and checkpointer, with a notifier that records what it is told."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_runtime.agents.workspace import Workspace
+from agent_runtime.authorization import Actor
+from agent_runtime.engine import ApprovalEngine
+from agent_runtime.graph_runtime import DEFAULT_AGENT, open_runtime
+from agent_runtime.notifier import MessageRef
+from agent_runtime.policy import load_policy
+from store.db import Database
+from store.migrate import upgrade
+from store.models import utcnow
+
+SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
+REVIEWER = Actor("U0REL1", "T1")
+REQUESTER = Actor("U0ALICE", "T1")
+
+
+@dataclass
+class Recorder:
+    requested: list = field(default_factory=list)
+    updated: list = field(default_factory=list)
+    finished: list = field(default_factory=list)
+    expired: list = field(default_factory=list)
+    reminded: list = field(default_factory=list)
+
+    def approval_requested(self, approval):  # type: ignore[no-untyped-def]
+        self.requested.append(approval)
+        return MessageRef("C1", f"{len(self.requested)}.0")
+
+    def approval_updated(self, approval):  # type: ignore[no-untyped-def]
+        self.updated.append(approval)
+
+    def run_finished(self, run):  # type: ignore[no-untyped-def]
+        self.finished.append(run)
+
+    def approval_expired(self, approval):  # type: ignore[no-untyped-def]
+        self.expired.append(approval)
+
+    def approval_reminder(self, approval, reviewers, escalation_channel):  # type: ignore[no-untyped-def]
+        self.reminded.append((approval, reviewers, escalation_channel))
+
+
+@dataclass
+class Env:
+    engine: ApprovalEngine
+    notes: Recorder
+    workspace: Workspace
+    db: Database
+
+
+def make_env(
+    tmp_path: Path,
+    agent: str = DEFAULT_AGENT,
+    *,
+    url: str | None = None,
+    clock: Callable[[], dt.datetime] = utcnow,
+) -> Env:
+    url = url or f"sqlite:///{tmp_path / 'e.db'}"
+    db = Database(url)
+    upgrade(db.engine)
+    policy = load_policy(None)
+    workspace = Workspace(tmp_path / "ws").ensure()
+    runtime = open_runtime(
+        database_url=url, agent=agent, model="offline", policy=policy, workspace=workspace
+    )
+    notes = Recorder()
+    engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)
+    return Env(engine, notes, workspace, db)
+
+
+def paused_run(env: Env, text: str = SEND) -> tuple[str, str]:
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=text)
+    env.engine.execute_run(run.id)
+    approval = env.notes.requested[-1]
+    return run.id, approval.actions[0].id

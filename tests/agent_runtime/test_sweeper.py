@@ -1,0 +1,71 @@
+"""Expiry and reminders with an injected clock; on PostgreSQL with two replicas sweeping at once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy import select
+
+from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.sweeper import Sweeper, SweepResult
+from store.models import ApprovalRequest, AuditEvent, utcnow
+from tests.agent_runtime.engine_env import make_env, paused_run
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def test_nothing_happens_before_time(tmp_path):
+    clock = Clock()
+    env = make_env(tmp_path, clock=clock)
+    paused_run(env)
+    assert Sweeper(env.engine).run_once().expired == 0
+    clock.now += dt.timedelta(minutes=59)  # the bundled policy: remind after 1h, expire after 4h
+    assert Sweeper(env.engine).run_once() == SweepResult(expired=0, reminded=0)
+    assert env.notes.reminded == [] and env.notes.expired == []
+
+
+def test_reminder_names_eligible_reviewers_but_not_the_requester(tmp_path):
+    clock = Clock()
+    env = make_env(tmp_path, clock=clock)
+    paused_run(env)
+    clock.now += dt.timedelta(hours=1, seconds=1)
+    assert Sweeper(env.engine).run_once().reminded == 1
+    _view, reviewers, escalation = env.notes.reminded[0]
+    assert set(reviewers.users) == {"U0REL1", "U0REL2", "U0SEC1"}
+    assert reviewers.usergroups == ("S0RELMGR",)
+    assert escalation is None
+
+
+def test_two_replicas_expire_a_request_once(tmp_path, pg_url):
+    clock = Clock()
+    first = make_env(tmp_path / "a", url=pg_url, clock=clock)
+    second = make_env(tmp_path / "b", url=pg_url, clock=clock)
+    second.workspace = first.workspace
+    paused_run(first)
+    clock.now += dt.timedelta(hours=5)
+    barrier = threading.Barrier(2)
+
+    def sweep(env):  # type: ignore[no-untyped-def]
+        barrier.wait()
+        return Sweeper(env.engine).run_once().expired
+
+    with ThreadPoolExecutor(2) as pool:
+        counts = list(pool.map(sweep, [first, second]))
+    assert sorted(counts) == [0, 1]
+    with first.db.transaction() as s:
+        assert s.scalars(select(ApprovalRequest.status)).one() == "expired"
+        kinds = list(s.scalars(select(AuditEvent.kind)))
+    assert kinds.count("expired") == 1 and kinds.count("resumed") == 1
+    assert first.workspace.effects() == []
+    assert len(first.notes.expired) + len(second.notes.expired) == 1
+    for env in (first, second):
+        close_checkpointer(env.engine.runtime.checkpointer)
+        env.db.dispose()
