@@ -8,38 +8,18 @@ from typing import Any, TextIO
 
 from sqlalchemy.orm import Session
 
+from store.audit_chain import CHAIN_FIELDS
 from store.models import AuditEvent
 from store.repositories import AuditRepository
 
-FIELDS = (
-    "id",
-    "created_at",
-    "kind",
-    "outcome",
-    "actor_id",
-    "team_id",
-    "run_id",
-    "request_id",
-    "action_id",
-    "reason",
-    "detail",
-)
+FIELDS = ("id", *CHAIN_FIELDS, "prev_hash", "hash")
 
 
 def event_row(event: AuditEvent) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "created_at": event.created_at.isoformat(),
-        "kind": event.kind,
-        "outcome": event.outcome,
-        "actor_id": event.actor_id,
-        "team_id": event.team_id,
-        "run_id": event.run_id,
-        "request_id": event.request_id,
-        "action_id": event.action_id,
-        "reason": event.reason,
-        "detail": event.detail,
-    }
+    """One exported event, with the chain hashes so the export can be checked elsewhere."""
+    row = {name: getattr(event, name) for name in FIELDS}
+    row["created_at"] = event.created_at.isoformat()
+    return row
 
 
 def export(session: Session, out: TextIO, *, fmt: str = "jsonl") -> int:
