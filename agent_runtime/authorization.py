@@ -22,6 +22,7 @@ class Refusal(enum.StrEnum):
     DECISION_NOT_ALLOWED = "decision_not_allowed"
     ALREADY_APPROVED = "already_approved"
     REASON_REQUIRED = "reason_required"
+    INVALID_EDIT = "invalid_edit"
 
 
 @dataclass(frozen=True)

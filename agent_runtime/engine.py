@@ -7,10 +7,11 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from agent_runtime import decisions
+from agent_runtime import decisions, resume
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.graph_runtime import GraphRuntime
@@ -162,7 +163,7 @@ class ApprovalEngine:
                 if all_exempt:
                     repo.claim(request.id, owner=self.owner, lease=self.lease)
             if all_exempt:
-                decisions.resume_locked(self, request_id, final_status="resolved")
+                resume.resume_locked(self, request_id, final_status="resolved")
             else:
                 self._post_card(request_id)
 
@@ -216,14 +217,21 @@ class ApprovalEngine:
         return decisions.check(self, action_id=action_id, actor=actor, decision=decision)
 
     def decide(
-        self, *, action_id: str, actor: Actor, decision: str, message: str | None = None
+        self,
+        *,
+        action_id: str,
+        actor: Actor,
+        decision: str,
+        message: str | None = None,
+        edited_args: dict[str, Any] | None = None,
     ) -> DecisionResult:
         """Record a decision, update the card, and resume if this completed the request."""
-        result = decisions.record(
-            self, action_id=action_id, actor=actor, decision=decision, message=message
+        attempt = decisions.Attempt(
+            actor=actor, decision=decision, message=message, edited_args=edited_args
         )
+        result = decisions.record(self, action_id=action_id, attempt=attempt)
         if result.approval is not None:
             self.notifier.approval_updated(result.approval)
             if result.approval.status == "resuming":
-                decisions.resume(self, result.approval.id)
+                resume.resume(self, result.approval.id)
         return result

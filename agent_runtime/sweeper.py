@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
-from agent_runtime import decisions
+from agent_runtime import resume
 from agent_runtime.policy import REQUESTER_ROLE
 from agent_runtime.views import ApprovalView, Reviewers, approval_view
 from store.models import ApprovalRequest
@@ -83,11 +83,11 @@ class Sweeper:
                     run_id=request.run_id,
                     request_id=request_id,
                     team_id=request.team_id,
-                    reason=decisions.EXPIRED_MESSAGE,
+                    reason=resume.EXPIRED_MESSAGE,
                 )
                 view = approval_view(request)
             self.engine.notifier.approval_expired(view)
-            decisions.resume(self.engine, request_id, final_status="expired")
+            resume.resume(self.engine, request_id, final_status="expired")
             done += 1
         return done
 

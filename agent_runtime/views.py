@@ -42,6 +42,7 @@ class ActionView:
     outcome: str | None
     decisions: tuple[DecisionView, ...]
     exempt: bool = False
+    edited_args: dict[str, Any] | None = None
 
     @property
     def approvals(self) -> tuple[DecisionView, ...]:
@@ -49,7 +50,7 @@ class ActionView:
         return tuple(
             d
             for d in self.decisions
-            if d.type in ("approve", "edit") and d.action_hash in ("", self.action_hash)
+            if d.type in ("approve", "edit") and d.action_hash == self.action_hash
         )
 
     @property
@@ -106,10 +107,11 @@ def action_view(action: Action) -> ActionView:
         allowed_decisions=tuple(action.allowed_decisions),
         approver_roles=tuple(action.approver_roles),
         approvals_required=action.approvals_required,
-        action_hash=action.action_hash,
+        action_hash=action.bound_hash,
         operation_id=action.operation_id,
         outcome=action.outcome,
         exempt=action.exempt,
+        edited_args=dict(action.edited_args) if action.edited_args is not None else None,
         decisions=tuple(
             DecisionView(
                 reviewer_id=d.reviewer_id,

@@ -23,6 +23,7 @@ REFUSALS: dict[Refusal, str] = {
     Refusal.DECISION_NOT_ALLOWED: "That decision is not allowed for this action.",
     Refusal.ALREADY_APPROVED: "You already approved this action; another reviewer must sign off.",
     Refusal.REASON_REQUIRED: "Please give a reason.",
+    Refusal.INVALID_EDIT: "Those arguments are not valid for this tool; nothing was recorded.",
 }
 BUSY = "The bot is busy right now; please try again in a moment. Nothing was recorded."
 UNEXPECTED = (

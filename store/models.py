@@ -122,6 +122,14 @@ class Action(Base):
     tool_call_id: Mapped[str | None] = mapped_column(String(128))
     outcome: Mapped[str | None] = mapped_column(String(16))
     exempt: Mapped[bool] = mapped_column(default=False)
+    edited_args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    current_hash: Mapped[str | None] = mapped_column(String(64))
+
+    @property
+    def bound_hash(self) -> str:
+        """What approvals bind to now: the edited version's hash once someone edited it.
+        ``action_hash`` stays the hash of the call waiting in the checkpoint."""
+        return self.current_hash or self.action_hash
 
     request: Mapped[ApprovalRequest] = relationship(back_populates="actions")
     decisions: Mapped[list[Decision]] = relationship(

@@ -124,7 +124,7 @@ class DecisionRepository:
             team_id=team_id,
             type=type_,
             message=message,
-            action_hash=action.action_hash,
+            action_hash=action.bound_hash,
             created_at=utcnow(),
         )
         self.session.add(decision)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 from typing import Any
 
@@ -60,15 +61,16 @@ def _header(approval: ApprovalView) -> str:
 
 
 def _action_blocks(approval: ApprovalView, action: ActionView) -> list[dict[str, Any]]:
-    args = json.dumps(action.args, indent=2, ensure_ascii=False, sort_keys=True, default=str)
     blocks = [
         {"type": "divider"},
         _section(
             f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*\n"
-            f"{code_block(args, 2600)}"
+            f"{code_block(_pretty(action.args), 2600)}"
         ),
-        _context(_rules(action)),
     ]
+    if action.edited_args is not None:
+        blocks.append(_section(f"*Edited arguments* (before → after)\n{_diff(action)}"))
+    blocks.append(_context(_rules(action)))
     decided = _decided_line(action)
     if decided:
         blocks.append(_section(decided))
@@ -78,6 +80,21 @@ def _action_blocks(approval: ApprovalView, action: ActionView) -> list[dict[str,
     if approval.status == "pending" and action.outcome is None:
         blocks.append(_buttons(action))
     return blocks
+
+
+def _pretty(args: dict[str, Any]) -> str:
+    return json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _diff(action: ActionView) -> str:
+    before = _pretty(action.args).splitlines()
+    after = _pretty(action.edited_args or {}).splitlines()
+    lines = [
+        line
+        for line in difflib.unified_diff(before, after, lineterm="", n=1)
+        if not line.startswith(("---", "+++", "@@"))
+    ]
+    return code_block("\n".join(lines) or "(no change)", 2600)
 
 
 def _rules(action: ActionView) -> str:
@@ -100,6 +117,8 @@ def _progress(approval: ApprovalView, action: ActionView) -> str:
     signed = action.approvers
     needed = action.approvals_required
     head = f"{len(signed)} of {needed} approvals"
+    if action.edited_args is not None:
+        head += " of the edited version (approvals of the earlier version no longer count)"
     if signed:
         head += ": " + ", ".join(mention(u) for u in signed)
     roles = " or ".join(mrkdwn(r, 80) for r in action.approver_roles) or "an approver role"
@@ -114,9 +133,12 @@ def _progress(approval: ApprovalView, action: ActionView) -> str:
 def _decided_line(action: ActionView) -> str:
     lines = []
     for decision in action.decisions:
-        verb = {"approve": "approved", "reject": "rejected", "respond": "answered"}.get(
-            decision.type, decision.type
-        )
+        verb = {
+            "approve": "approved",
+            "reject": "rejected",
+            "respond": "answered",
+            "edit": "edited and approved",
+        }.get(decision.type, decision.type)
         line = f"{mention(decision.reviewer_id)} {verb} at {_when(decision.at)}"
         if decision.message:
             line += f": {mrkdwn(decision.message, 500)}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from agent_runtime.authorization import Refusal
+from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import AgentLoadError, NotPermitted
 from agent_runtime.graph_runtime import close_checkpointer
 from store.models import Action, ApprovalRequest, AuditEvent, Run
@@ -116,3 +116,42 @@ def test_an_interrupt_we_cannot_review_fails_the_run_clearly(tmp_path):
 def test_bad_agent_hook_is_a_clear_error(tmp_path, agent, message):
     with pytest.raises(AgentLoadError, match=message):
         make_env(tmp_path, agent=agent)
+
+
+PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
+REL2 = Actor("U0REL2", "T1")
+
+
+def test_an_edit_rebinds_the_action_and_old_approvals_stop_counting(env):
+    _run_id, action_id = paused_run(env, PUBLISH)
+    assert (
+        env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
+    )
+    edited = {"path": "reports/weekly.md", "channel": "internal"}
+    result = env.engine.decide(action_id=action_id, actor=REL2, decision="edit", edited_args=edited)
+    assert result.refusal is None and not result.completed
+    view = result.approval.actions[0]
+    assert view.approvers == ("U0REL2",), "the approval of the earlier version no longer counts"
+    assert view.edited_args == edited
+    assert env.workspace.effects() == []
+
+    again = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    assert again.refusal is None and again.completed
+    assert [(e["tool"], e["channel"]) for e in env.workspace.effects()] == [
+        ("publish_report", "internal")
+    ]
+    with env.db.transaction() as s:
+        action = s.get(Action, action_id)
+        assert action.outcome == "edited"
+        assert action.current_hash != action.action_hash
+        assert [d.action_hash for d in action.decisions] == [
+            action.action_hash,
+            action.current_hash,
+            action.current_hash,
+        ]
+
+
+def test_an_edit_without_arguments_is_refused(env):
+    _run_id, action_id = paused_run(env, PUBLISH)
+    refusal = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="edit").refusal
+    assert refusal == Refusal.INVALID_EDIT

@@ -69,7 +69,9 @@ def approval(*actions: ActionView, **changes: Any) -> ApprovalView:
     return dataclasses.replace(base, **changes)
 
 
-APPROVED = DecisionView(reviewer_id="U0REL1", type="approve", message=None, at=AT)
+APPROVED = DecisionView(
+    reviewer_id="U0REL1", type="approve", message=None, at=AT, action_hash="ab" * 32
+)
 REJECTED = DecisionView(reviewer_id="U0SEC1", type="reject", message="not now", at=AT)
 STATES = {
     "pending": approval(),
@@ -89,6 +91,19 @@ STATES = {
     ),
     "expired": approval(
         action(outcome="expired"), status="expired", outcome="send_external_message: expired"
+    ),
+    "edited_waiting_for_second": approval(
+        action(
+            approvals_required=2,
+            edited_args={"recipient": "partner@example.com", "text": "Release 2.1 is out"},
+            decisions=(
+                APPROVED,
+                DecisionView(
+                    reviewer_id="U0REL2", type="edit", message=None, at=AT, action_hash="cd" * 32
+                ),
+            ),
+            action_hash="cd" * 32,
+        )
     ),
     "exempt_and_gated": approval(
         action(0, exempt=True, outcome="approved"), action(1, tool_name="publish_report")

@@ -205,3 +205,17 @@ def test_free_plan_user_groups_degrade_to_user_ids(serve_bot, sqlite_url, policy
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     result_message(h, root)
     assert effects(h) == ["send_external_message"]
+
+
+def test_only_listed_requesters_may_start_runs(serve_bot, sqlite_url, tmp_path):
+    path = tmp_path / "requesters.yaml"
+    path.write_text(POLICY + "requesters: [release-managers]\n")
+    h = serve_bot(sqlite_url, policy_file=path)
+    reply = h.driver.slash_command(user=people.OUTSIDER, channel=people.CHANNEL, text=SEND)
+    assert reply.status == 200
+    told = h.state.wait_for(lambda: list(h.state.responses))
+    assert "not allowed to start agent runs" in told[0]["text"]
+    assert h.state.top_level(people.CHANNEL) == []
+    with h.bot.db.transaction() as s:
+        refused = s.scalars(select(AuditEvent).where(AuditEvent.kind == "run_refused")).one()
+    assert refused.actor_id == people.OUTSIDER

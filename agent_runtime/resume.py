@@ -1,0 +1,151 @@
+"""Resuming a claimed approval exactly once: verify the checkpoint, validate, resume, record.
+
+The winner of the claim resumes inside the run's thread lock, after checking that the checkpoint
+still holds the very interrupt that was decided, with the very actions that were reviewed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
+from agent_runtime.recording import drift
+from agent_runtime.views import approval_view
+from agent_runtime.wire import (
+    PendingInterrupt,
+    ResumeDecision,
+    build_resume,
+    pending_interrupts,
+    tool_results,
+)
+from store.models import ApprovalRequest
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+
+if TYPE_CHECKING:
+    from agent_runtime.engine import ApprovalEngine
+
+logger = logging.getLogger(__name__)
+EXPIRED_MESSAGE = "approval expired"
+
+
+def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
+    decisions = []
+    for action in request.actions:
+        last = action.decisions[-1] if action.decisions else None
+        if action.outcome == "approved":
+            decisions.append(ResumeDecision(type="approve"))
+        elif action.outcome == "edited":
+            decisions.append(ResumeDecision(type="edit", edited_args=action.edited_args))
+        elif action.outcome == "expired":
+            decisions.append(ResumeDecision(type="reject", message=EXPIRED_MESSAGE))
+        elif action.outcome in ("rejected", "responded") and last is not None:
+            decisions.append(ResumeDecision(type=last.type, message=last.message))
+        else:
+            raise InvalidDecisions(f"{action.tool_name} has no final decision ({action.outcome})")
+    return decisions
+
+
+def resume(engine: ApprovalEngine, request_id: str, *, final_status: str = "resolved") -> None:
+    """Resume the thread of a claimed request, once, after checking the checkpoint."""
+    with engine.db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+    if request is None or request.status != "resuming":
+        return
+    with engine.locks.hold(request.run_id):
+        resume_locked(engine, request_id, final_status=final_status)
+
+
+def resume_locked(engine: ApprovalEngine, request_id: str, *, final_status: str) -> None:
+    """The body of ``resume``, for callers that already hold the run's thread lock."""
+    with engine.db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+    if request is None or request.status != "resuming":
+        return
+    run_id = request.run_id
+    problem = _verify_checkpoint(engine, request)
+    if problem is not None:
+        _finish(engine, request_id, status="invalidated", outcome=problem)
+        return
+    try:
+        command = build_resume(_pending(engine, request), _resume_decisions(request))
+    except InvalidDecisions as exc:
+        _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
+        return
+    try:
+        engine.runtime.invoke(command, run_id)
+    except Exception as exc:
+        logger.exception("resume of %s failed", request_id)
+        _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
+        engine._fail_run(run_id, f"The agent failed after the decision: {exc}")
+        return
+    _record_tool_outcomes(engine, request)
+    _finish(engine, request_id, status=final_status, outcome=_summary(request))
+    engine._advance(run_id)
+
+
+def _record_tool_outcomes(engine: ApprovalEngine, request: ApprovalRequest) -> None:
+    messages = engine.runtime.state(request.run_id).values.get("messages", [])
+    results = tool_results(messages, [a.tool_call_id for a in request.actions])
+    with engine.db.transaction() as s:
+        audit = AuditRepository(s)
+        for action in request.actions:
+            result = results.get(action.tool_call_id or "")
+            if result is None:
+                continue
+            audit.record(
+                "tool_outcome",
+                outcome="error" if result["status"] == "error" else "info",
+                run_id=request.run_id,
+                request_id=request.id,
+                action_id=action.id,
+                team_id=request.team_id,
+                detail={"tool": action.tool_name, "operation_id": action.operation_id, **result},
+            )
+
+
+def _pending(engine: ApprovalEngine, request: ApprovalRequest) -> PendingInterrupt | None:
+    state = engine.runtime.state(request.run_id)
+    return next(
+        (p for p in pending_interrupts(state.interrupts) if p.interrupt_id == request.interrupt_id),
+        None,
+    )
+
+
+def _verify_checkpoint(engine: ApprovalEngine, request: ApprovalRequest) -> str | None:
+    """Invariant 4 and 6: the thread must still wait on this interrupt, with these actions."""
+    try:
+        pending = _pending(engine, request)
+    except UnsupportedInterrupt as exc:
+        return f"the run's pending interrupt cannot be read: {exc}"
+    if pending is None:
+        return "the run is no longer waiting for this approval"
+    return drift(request, pending)
+
+
+def _summary(request: ApprovalRequest) -> str:
+    return ", ".join(f"{a.tool_name}: {a.outcome}" for a in request.actions)
+
+
+def _finish(engine: ApprovalEngine, request_id: str, *, status: str, outcome: str) -> None:
+    with engine.db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status=status, outcome=outcome)
+        if status == "invalidated":
+            run = RunRepository(s).get(request.run_id)
+            if run is not None:
+                RunRepository(s).set_status(run, "failed", result_text=outcome)
+        kind = {"resolved": "resumed", "expired": "resumed", "invalidated": "invalidated"}.get(
+            status, "resume_failed"
+        )
+        AuditRepository(s).record(
+            kind,
+            outcome="info" if kind == "resumed" else "error",
+            run_id=request.run_id,
+            request_id=request_id,
+            team_id=request.team_id,
+            reason=outcome,
+        )
+        view = approval_view(request)
+    engine.notifier.approval_updated(view)
