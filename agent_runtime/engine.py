@@ -19,7 +19,7 @@ from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
 from agent_runtime.recording import build_request
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
-from agent_runtime.wire import final_text, pending_interrupts, tool_call_ids
+from agent_runtime.wire import final_text, pending_interrupts, subagent_of, tool_call_ids
 from store.db import Database
 from store.locks import ThreadLocks
 from store.models import Run, new_id, utcnow
@@ -142,6 +142,7 @@ class ApprovalEngine:
                     policy=self.policy,
                     now=self.clock(),
                     tool_call_ids=tool_call_ids(messages, pending),
+                    subagent=subagent_of(messages, pending),
                 )
                 repo.add(request, actions)
                 RunRepository(s).set_status(run, "waiting")

@@ -31,6 +31,7 @@ def build_request(
     policy: Policy,
     now: dt.datetime,
     tool_call_ids: list[str | None],
+    subagent: str | None = None,
 ) -> tuple[ApprovalRequest, list[Action]]:
     expires_at = now + policy.expires_after(a.name for a in pending.actions)
     remind_after = policy.defaults.remind_after
@@ -69,6 +70,8 @@ def build_request(
                 operation_id=operation_id(run.id, spec.name, spec.args),
                 tool_call_id=call_id,
                 exempt=exempt,
+                extra={**(spec.extra or {}), **({"subagent": subagent} if subagent else {})}
+                or None,
                 outcome="approved" if exempt else None,
             )
         )

@@ -43,6 +43,7 @@ class ActionView:
     decisions: tuple[DecisionView, ...]
     exempt: bool = False
     edited_args: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
 
     @property
     def approvals(self) -> tuple[DecisionView, ...]:
@@ -112,6 +113,7 @@ def action_view(action: Action) -> ActionView:
         outcome=action.outcome,
         exempt=action.exempt,
         edited_args=dict(action.edited_args) if action.edited_args is not None else None,
+        extra=dict(action.extra) if action.extra else None,
         decisions=tuple(
             DecisionView(
                 reviewer_id=d.reviewer_id,

@@ -18,7 +18,8 @@ from langgraph.types import Command, Interrupt
 
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 
-InterruptKind = Literal["hitl_batch", "tool_approval"]
+InterruptKind = Literal["hitl_batch", "tool_approval", "review"]
+REVIEW_TYPE = "review"
 _DECISION_TYPES = frozenset({"approve", "edit", "reject", "respond"})
 
 
@@ -29,6 +30,8 @@ class ActionSpec:
     description: str
     allowed_decisions: tuple[str, ...]
     tool_call_id: str | None = None
+    extra: dict[str, Any] | None = None
+    """Shown to reviewers, never trusted: a review's kind and preview, the subagent's name."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ def parse_interrupt(item: Interrupt) -> PendingInterrupt:
         raise UnsupportedInterrupt(f"interrupt {item.id} carries a {type(value).__name__}")
     if value.get("type") == "tool_approval":
         return _parse_tool_approval(item.id, value)
+    if value.get("type") == REVIEW_TYPE:
+        return _parse_review(item.id, value)
     if "action_requests" in value and "review_configs" in value:
         return _parse_batch(item.id, value)
     raise UnsupportedInterrupt(f"interrupt {item.id} is not a HITL request")
@@ -102,6 +107,51 @@ def _parse_tool_approval(interrupt_id: str, value: Mapping[str, Any]) -> Pending
     return PendingInterrupt(interrupt_id=interrupt_id, kind="tool_approval", actions=(spec,))
 
 
+def _parse_review(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterrupt:
+    """A tool's own ``interrupt({"type": "review", ...})``: see ``review_request``."""
+    action = value.get("action")
+    if not isinstance(action, Mapping) or not isinstance(action.get("args"), Mapping):
+        raise UnsupportedInterrupt(f"interrupt {interrupt_id}: review without an action")
+    spec = ActionSpec(
+        name=str(action.get("name", "")),
+        args=dict(action["args"]),
+        description=str(value.get("description", "")),
+        allowed_decisions=_allowed(
+            value.get("allowed_decisions", ["approve", "reject"]), interrupt_id
+        ),
+        extra={
+            "review_kind": str(value.get("kind", "review")),
+            "preview": str(value.get("preview", ""))[:20_000],
+        },
+    )
+    return PendingInterrupt(interrupt_id=interrupt_id, kind="review", actions=(spec,))
+
+
+def review_request(
+    *,
+    kind: str,
+    name: str,
+    args: dict[str, Any],
+    description: str,
+    preview: str = "",
+    allowed_decisions: Sequence[str] = ("approve", "edit", "reject"),
+) -> dict[str, Any]:
+    """The payload a tool passes to ``interrupt()`` to ask for a review of its own.
+
+    The answer it gets back is one of ``{"type": "approve"}``,
+    ``{"type": "edit", "args": {...}}``, ``{"type": "reject", "message": "..."}`` or
+    ``{"type": "respond", "message": "..."}``.
+    """
+    return {
+        "type": REVIEW_TYPE,
+        "kind": kind,
+        "description": description,
+        "preview": preview,
+        "action": {"name": name, "args": args},
+        "allowed_decisions": list(allowed_decisions),
+    }
+
+
 def _allowed(raw: object, interrupt_id: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not set(raw) <= _DECISION_TYPES:
         raise UnsupportedInterrupt(f"interrupt {interrupt_id}: bad allowed_decisions {raw!r}")
@@ -122,7 +172,15 @@ def build_resume(pending: PendingInterrupt, decisions: Sequence[ResumeDecision])
     wire = [_decision_wire(a, d) for a, d in zip(pending.actions, decisions, strict=True)]
     if pending.kind == "tool_approval":
         return Command(resume={pending.interrupt_id: wire[0]})
+    if pending.kind == "review":
+        return Command(resume={pending.interrupt_id: _review_answer(wire[0])})
     return Command(resume={pending.interrupt_id: {"decisions": wire}})
+
+
+def _review_answer(wire: dict[str, Any]) -> dict[str, Any]:
+    if wire["type"] == "edit":
+        return {"type": "edit", "args": wire["edited_action"]["args"]}
+    return wire
 
 
 def _decision_wire(action: ActionSpec, decision: ResumeDecision) -> dict[str, Any]:
@@ -190,3 +248,20 @@ def tool_results(
                 "preview": str(message.content)[:500],
             }
     return found
+
+
+def subagent_of(messages: Sequence[Any], pending: PendingInterrupt) -> str | None:
+    """Which subagent raised an interrupt, where it can be known: the parent's pending ``task``
+    call, when none of the parent's own calls is the one under review."""
+    calls: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        calls = list(getattr(message, "tool_calls", None) or [])
+        if calls:
+            break
+    tasks = [c for c in calls if c.get("name") == "task"]
+    own = {(c.get("name"), canonical_json(c.get("args"))) for c in calls}
+    reviewed = {(a.name, canonical_json(a.args)) for a in pending.actions}
+    if len(tasks) != 1 or reviewed & own:
+        return None
+    name = tasks[0].get("args", {}).get("subagent_type")
+    return str(name) if name else None

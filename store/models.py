@@ -124,6 +124,7 @@ class Action(Base):
     exempt: Mapped[bool] = mapped_column(default=False)
     edited_args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     current_hash: Mapped[str | None] = mapped_column(String(64))
+    extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     @property
     def bound_hash(self) -> str:

@@ -1,15 +1,21 @@
-"""The bundled example: a Deep Agent that carries out change requests in a workspace folder."""
+"""The bundled example: a Deep Agent that carries out change requests in a workspace folder.
+
+Every tool the policy does not exempt is gated, including those Deep Agents adds. A release
+coordinator subagent can send messages; its calls are gated like the parent's.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from deepagents import create_deep_agent
+from deepagents import SubAgent, create_deep_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from agent_runtime.agents.tools import make_tools
+from agent_runtime.agents.tools import SELF_REVIEWING, make_tools
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.policy import Policy
 
@@ -17,37 +23,80 @@ SYSTEM_PROMPT = (
     "You carry out change requests in the project workspace. Use the tools; risky ones are "
     "reviewed by people in Slack before they run. If a tool call is rejected, do not retry it."
 )
+RELEASE_COORDINATOR = "release-coordinator"
 
 
-def interrupt_on_from_policy(policy: Policy, tool_names: list[str]) -> dict[str, Any]:
-    """Gate every tool the policy does not exempt; unknown ones get approve/reject (fail closed)."""
+def interrupt_on_from_policy(policy: Policy, tools: dict[str, BaseTool]) -> dict[str, Any]:
+    """Gate every tool the policy does not exempt; unknown ones get approve/reject (fail closed).
+    Tools that raise their own review interrupt are left to it, so nothing is asked twice."""
     gates: dict[str, Any] = {}
-    for name in tool_names:
+    for name, tool in tools.items():
         rule = policy.rule_for(name)
-        gates[name] = {"allowed_decisions": list(rule.decisions)} if rule.gated else False
+        reviews_itself = bool((tool.extras or {}).get(SELF_REVIEWING))
+        gated = rule.gated and not reviews_itself
+        gates[name] = {"allowed_decisions": list(rule.decisions)} if gated else False
     return gates
 
 
-def _tool_names(graph: CompiledStateGraph) -> list[str]:
-    tool_node = graph.nodes["tools"].bound
-    return list(getattr(tool_node, "tools_by_name", {}))
+def _tools_of(graph: CompiledStateGraph) -> dict[str, BaseTool]:
+    return dict(getattr(graph.nodes["tools"].bound, "tools_by_name", {}))
 
 
-def build_agent(
+def _coordinator(tools: list[BaseTool], middleware: list[Any]) -> SubAgent:
+    spec: SubAgent = {
+        "name": RELEASE_COORDINATOR,
+        "description": "Coordinates releases: tells partners outside the company what shipped.",
+        "system_prompt": "You send release messages. Each one is reviewed before it goes out.",
+        "tools": [t for t in tools if t.name == "send_external_message"],
+    }
+    if middleware:
+        spec["middleware"] = middleware
+    return spec
+
+
+def _build(
     checkpointer: Checkpointer,
     *,
     policy: Policy,
     model: BaseChatModel | str,
     workspace: Workspace,
+    per_call: bool,
 ) -> CompiledStateGraph:
     """Build twice: the first build tells which tools Deep Agents adds, so none runs ungated."""
     tools = make_tools(workspace)
-    probe = create_deep_agent(model, tools, system_prompt=SYSTEM_PROMPT)
+    probe = create_deep_agent(model, tools, subagents=[_coordinator(tools, [])])
+    gates = interrupt_on_from_policy(policy, _tools_of(probe))
+    if per_call:
+        hitl = [HumanInTheLoopMiddleware(interrupt_on=gates, interrupt_mode="per_call")]
+        return create_deep_agent(
+            model,
+            tools,
+            system_prompt=SYSTEM_PROMPT,
+            middleware=hitl,
+            subagents=[_coordinator(tools, hitl)],
+            checkpointer=checkpointer,
+            name="change-request-assistant",
+        )
     return create_deep_agent(
         model,
         tools,
         system_prompt=SYSTEM_PROMPT,
-        interrupt_on=interrupt_on_from_policy(policy, _tool_names(probe)),
+        interrupt_on=gates,
+        subagents=[_coordinator(tools, [])],
         checkpointer=checkpointer,
         name="change-request-assistant",
     )
+
+
+def build_agent(
+    checkpointer: Checkpointer, *, policy: Policy, model: BaseChatModel | str, workspace: Workspace
+) -> CompiledStateGraph:
+    """One interrupt per model turn (a batch of actions on one card)."""
+    return _build(checkpointer, policy=policy, model=model, workspace=workspace, per_call=False)
+
+
+def build_per_call_agent(
+    checkpointer: Checkpointer, *, policy: Policy, model: BaseChatModel | str, workspace: Workspace
+) -> CompiledStateGraph:
+    """One ``tool_approval`` interrupt per gated call (``AGENT=...:build_per_call_agent``)."""
+    return _build(checkpointer, policy=policy, model=model, workspace=workspace, per_call=True)

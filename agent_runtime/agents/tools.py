@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import shutil
+from typing import Literal
 
 from langchain_core.tools import BaseTool, tool
+from langgraph.types import interrupt
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.wire import review_request
 
 EXAMPLE_TOOL_NAMES = (
     "read_public_report",
@@ -16,6 +20,37 @@ EXAMPLE_TOOL_NAMES = (
     "replace_text_file",
     "ask_user",
 )
+SELF_REVIEWING = "self_review"
+"""Tool metadata flag: the tool raises its own review interrupt, so HITL must not gate it too."""
+SENSITIVE_MARKERS = (".env", "secret", "credential", "config/")
+
+
+def is_sensitive(path: str) -> bool:
+    lowered = path.lower()
+    return any(marker in lowered for marker in SENSITIVE_MARKERS)
+
+
+def _file_change_review(workspace: Workspace, path: str, content: str) -> dict[str, object]:
+    """Computed before ``interrupt()`` and free of side effects: it re-runs on every resume."""
+    target = workspace.resolve(path)
+    before = target.read_text(encoding="utf-8") if target.exists() else ""
+    diff = "\n".join(
+        difflib.unified_diff(
+            before.splitlines(), content.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
+        )
+    )
+    sensitive = is_sensitive(path)
+    return review_request(
+        kind="sensitive_file_change" if sensitive else "file_change",
+        name="replace_text_file",
+        args={"path": path, "content": content},
+        description=(
+            f"Replace {path}, a sensitive file (settings or secrets)."
+            if sensitive
+            else f"Replace the content of {path}."
+        ),
+        preview=diff or "(no change)",
+    )
 
 
 def make_tools(workspace: Workspace) -> list[BaseTool]:
@@ -25,13 +60,19 @@ def make_tools(workspace: Workspace) -> list[BaseTool]:
         return workspace.resolve(path).read_text(encoding="utf-8")[:4000]
 
     @tool
-    def publish_report(path: str, channel: str = "public") -> str:
+    def publish_report(
+        path: str,
+        channel: Literal["public", "internal"] = "public",
+        notify_subscribers: bool = True,
+    ) -> str:
         """Publish a report from the workspace to a channel (public or internal)."""
         source = workspace.resolve(path)
         target = workspace.resolve(f"published/{channel}/{source.name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
-        workspace.record_effect("publish_report", path=path, channel=channel)
+        workspace.record_effect(
+            "publish_report", path=path, channel=channel, notify=notify_subscribers
+        )
         return f"published {path} to {channel}"
 
     @tool
@@ -48,9 +89,17 @@ def make_tools(workspace: Workspace) -> list[BaseTool]:
         workspace.record_effect("delete_project_file", path=path)
         return f"deleted {path}"
 
-    @tool
+    @tool(extras={SELF_REVIEWING: True})
     def replace_text_file(path: str, content: str) -> str:
-        """Replace the whole content of a text file in the workspace."""
+        """Replace the whole content of a text file in the workspace (reviewed with a diff)."""
+        answer = interrupt(_file_change_review(workspace, path, content))
+        if answer.get("type") == "reject":
+            return f"Not changed: a reviewer rejected it ({answer.get('message', 'no reason')})."
+        if answer.get("type") == "edit":
+            path = str(answer["args"].get("path", path))
+            content = str(answer["args"].get("content", content))
+        elif answer.get("type") != "approve":
+            return f"Not changed: unexpected review answer {answer.get('type')!r}."
         target = workspace.resolve(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
