@@ -87,7 +87,10 @@ def _refusal(
         return refusal
     if attempt.decision in ("reject", "respond") and not (attempt.message or "").strip():
         return Refusal.REASON_REQUIRED
-    if attempt.decision == "edit" and not isinstance(attempt.edited_args, dict):
+    if attempt.decision == "edit" and (
+        not isinstance(attempt.edited_args, dict)
+        or engine.runtime.validate_args(action.tool_name, attempt.edited_args)
+    ):
         return Refusal.INVALID_EDIT
     return None
 

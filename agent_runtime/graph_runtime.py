@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -18,6 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
+from pydantic import ValidationError
 
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.errors import AgentLoadError
@@ -118,6 +120,34 @@ class GraphRuntime:
 
     def invoke(self, payload: Any, thread_id: str) -> Any:
         return self.graph.invoke(payload, self.config(thread_id))
+
+    def tool(self, name: str) -> BaseTool | None:
+        node = self.graph.nodes.get("tools")
+        tools = getattr(node.bound, "tools_by_name", {}) if node is not None else {}
+        return tools.get(name)
+
+    def tool_schema(self, name: str, current: dict[str, Any]) -> dict[str, Any]:
+        """The JSON schema an edit must satisfy; for a tool we cannot see, the current keys."""
+        tool = self.tool(name)
+        if tool is not None:
+            return tool.tool_call_schema.model_json_schema()
+        return {"type": "object", "properties": {key: {} for key in current}}
+
+    def validate_args(self, name: str, args: dict[str, Any]) -> dict[str, str]:
+        """Errors by argument name; empty when the tool's own schema accepts the arguments."""
+        tool = self.tool(name)
+        if tool is None:
+            return {}
+        model = tool.tool_call_schema
+        known = set(model.model_json_schema().get("properties", {}))
+        errors = {key: "This tool has no such argument." for key in args if key not in known}
+        try:
+            model.model_validate(args)
+        except ValidationError as exc:
+            for error in exc.errors():
+                key = str(error["loc"][0]) if error["loc"] else "(arguments)"
+                errors.setdefault(key, error["msg"])
+        return errors
 
 
 def open_runtime(

@@ -85,7 +85,8 @@ class Demo:
         card = self.card(root)
         self.show("approval-bot, in the thread", card)
 
-        approve_send, _reject_send, _approve_delete, reject_delete = buttons(card)
+        approve_send = [b for b in buttons(card) if b.text == "Approve"][0]
+        reject_delete = [b for b in buttons(card) if b.text == "Reject"][1]
         self.say(f"\n@{users[people.REQUESTER]} clicks [Approve] on action 1 (their own run)")
         self.driver.click(user=people.REQUESTER, message=card, button=approve_send)
         refusal = self.state.wait_for(lambda: self.state.ephemerals_for(people.REQUESTER))
@@ -94,7 +95,12 @@ class Demo:
         reviewer = people.RELEASE_MANAGER
         self.say(f"\n@{users[reviewer]} clicks [Approve] on action 1")
         self.driver.click(user=reviewer, message=card, button=approve_send)
-        self.state.wait_for(lambda: len(buttons(self.state.message(card.channel, card.ts))) == 2)
+        self.state.wait_for(
+            lambda: (
+                f"<@{reviewer}> approved"
+                in json.dumps(self.state.message(card.channel, card.ts).blocks)
+            )
+        )
 
         self.say(f"@{users[reviewer]} clicks [Reject] on action 2")
         assert reject_delete.action_id == ActionId.REJECT

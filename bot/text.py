@@ -42,3 +42,20 @@ def mention(user_id: str) -> str:
 def plain(text: str, limit: int) -> str:
     """For plain_text fields: no escaping needed, only a length bound and a non-empty value."""
     return truncate(text, limit) or " "
+
+
+def code_chunks(text: str, size: int = 2900) -> list[str]:
+    """All of ``text`` as code blocks of at most ``size`` characters each, nothing dropped:
+    split after escaping, never inside an entity."""
+    chunks: list[str] = []
+    current: list[str] = []
+    length = 0
+    for char in text.replace("```", "'''"):
+        piece = escape(char)
+        if length + len(piece) > size - 6:
+            chunks.append("```" + "".join(current) + "```")
+            current, length = [], 0
+        current.append(piece)
+        length += len(piece)
+    chunks.append("```" + "".join(current) + "```")
+    return chunks

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import json
 from typing import Any
 
 from agent_runtime.views import ActionView, ApprovalView
+from bot.blocks.arguments import args_markup, pretty
 from bot.ids import ActionId, BlockId
 from bot.text import code_block, mention, mrkdwn, plain
 
-MAX_ACTIONS_SHOWN = 8
+MAX_BLOCKS = 50
+FULL_ACTIONS = 5  # beyond this many actions, each row is rendered compactly
 _HEADERS = {
     "pending": "Approval needed",
     "resuming": "Decided, resuming the run",
@@ -27,28 +28,45 @@ _OUTCOME_ICONS = {
     "edited": ":pencil2: Approved with edits",
     "expired": ":hourglass: Expired: rejected",
 }
+_VERBS = {
+    "approve": "approved",
+    "reject": "rejected",
+    "respond": "answered",
+    "edit": "edited and approved",
+}
 
 
 def approval_card(approval: ApprovalView) -> dict[str, Any]:
     """``{"text": ..., "blocks": [...]}`` for chat.postMessage and chat.update."""
-    blocks: list[dict[str, Any]] = [
+    head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _header(approval)}},
         _section(
             f"*Requested by* {mention(approval.requester_id)}\n"
             f"*Request:* {mrkdwn(approval.run.request_text, 600)}"
         ),
     ]
-    shown = approval.actions[:MAX_ACTIONS_SHOWN]
-    for action in shown:
-        blocks.extend(_action_blocks(approval, action))
-    hidden = len(approval.actions) - len(shown)
-    if hidden > 0:
-        blocks.append(_context(f"{hidden} more actions are not shown on this card."))
+    tail: list[dict[str, Any]] = []
     if approval.status != "pending" and approval.outcome:
-        blocks.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
-    blocks.append({"type": "divider"})
-    blocks.append(_context(_footer(approval)))
-    return {"text": _fallback(approval), "blocks": blocks}
+        tail.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
+    if approval.status == "pending" and _approvable(approval) >= 2:
+        tail.append(_approve_all(approval))
+    tail += [{"type": "divider"}, _context(_footer(approval))]
+
+    compact = len(approval.actions) > FULL_ACTIONS
+    body: list[dict[str, Any]] = []
+    shown = 0
+    for action in approval.actions:
+        rows = _action_blocks(approval, action, compact=compact)
+        if len(head) + len(body) + len(rows) + len(tail) + 1 > MAX_BLOCKS:
+            break
+        body.extend(rows)
+        shown += 1
+    hidden = len(approval.actions) - shown
+    if hidden:
+        body.append(
+            _context(f"{hidden} more actions do not fit on this card; use Approve all, or reject.")
+        )
+    return {"text": _fallback(approval), "blocks": head + body + tail}
 
 
 def _header(approval: ApprovalView) -> str:
@@ -60,35 +78,48 @@ def _header(approval: ApprovalView) -> str:
     return plain(title, 150)
 
 
-def _action_blocks(approval: ApprovalView, action: ActionView) -> list[dict[str, Any]]:
-    blocks = [
-        {"type": "divider"},
-        _section(
-            f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*\n"
-            f"{code_block(_pretty(action.args), 2600)}"
-        ),
-    ]
+def _title(action: ActionView) -> str:
+    extra = action.extra or {}
+    line = f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*"
+    if extra.get("subagent"):
+        line += f"  ·  from subagent *{mrkdwn(str(extra['subagent']), 100)}*"
+    if extra.get("review_kind"):
+        line += f"  ·  review: {mrkdwn(str(extra['review_kind']), 100)}"
+    if extra.get("review_kind") and action.description:
+        line += f"\n{mrkdwn(action.description, 500)}"
+    return line
+
+
+def _action_blocks(
+    approval: ApprovalView, action: ActionView, *, compact: bool
+) -> list[dict[str, Any]]:
+    code, fields, truncated = args_markup(action.args)
+    preview = (action.extra or {}).get("preview")
+    first: dict[str, Any] = _section(_title(action) + (f"\n{code}" if code else ""))
+    if fields:
+        first["fields"] = fields
+    blocks = [{"type": "divider"}, first]
+    if preview and not compact:
+        blocks.append(_section("*Preview*\n" + code_block(str(preview), 1500)))
+        truncated |= len(str(preview)) > 1400
     if action.edited_args is not None:
         blocks.append(_section(f"*Edited arguments* (before → after)\n{_diff(action)}"))
-    blocks.append(_context(_rules(action)))
-    decided = _decided_line(action)
-    if decided:
-        blocks.append(_section(decided))
-    progress = _progress(approval, action)
-    if progress:
-        blocks.append(_context(progress))
-    if approval.status == "pending" and action.outcome is None:
-        blocks.append(_buttons(action))
+    notes = [_rules(action), _decided_line(action), _progress(approval, action)]
+    if compact:
+        blocks.append(_context("\n".join(n for n in notes if n)))
+    else:
+        blocks += [_context(notes[0])]
+        blocks += [_section(notes[1])] if notes[1] else []
+        blocks += [_context(notes[2])] if notes[2] else []
+    buttons = _buttons(approval, action, truncated=truncated or bool(preview and compact))
+    if buttons:
+        blocks.append(buttons)
     return blocks
 
 
-def _pretty(args: dict[str, Any]) -> str:
-    return json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-
-
 def _diff(action: ActionView) -> str:
-    before = _pretty(action.args).splitlines()
-    after = _pretty(action.edited_args or {}).splitlines()
+    before = pretty(action.args).splitlines()
+    after = pretty(action.edited_args or {}).splitlines()
     lines = [
         line
         for line in difflib.unified_diff(before, after, lineterm="", n=1)
@@ -106,7 +137,7 @@ def _rules(action: ActionView) -> str:
         who = f"May decide: {approvers}  ·  Sign-offs: {count} of {action.approvals_required}"
     return mrkdwn(
         f"{who}  ·  Action hash {action.action_hash[:12]}  ·  Operation {action.operation_id}",
-        3000,
+        1000,
     )
 
 
@@ -115,45 +146,49 @@ def _progress(approval: ApprovalView, action: ActionView) -> str:
     if approval.status != "pending" or action.outcome is not None or action.exempt:
         return ""
     signed = action.approvers
-    needed = action.approvals_required
-    head = f"{len(signed)} of {needed} approvals"
+    head = f"{len(signed)} of {action.approvals_required} approvals"
     if action.edited_args is not None:
         head += " of the edited version (approvals of the earlier version no longer count)"
     if signed:
         head += ": " + ", ".join(mention(u) for u in signed)
-    roles = " or ".join(mrkdwn(r, 80) for r in action.approver_roles) or "an approver role"
-    another = "another reviewer" if signed else "a reviewer"
-    excluded = [f"{mention(approval.requester_id)}, who asked"]
-    excluded += [mention(u) for u in signed]
     if "requester" in action.approver_roles:
         return f"{head}. Waiting for {mention(approval.requester_id)} to answer."
+    roles = " or ".join(mrkdwn(r, 80) for r in action.approver_roles) or "an approver role"
+    another = "another reviewer" if signed else "a reviewer"
+    excluded = [f"{mention(approval.requester_id)}, who asked", *(mention(u) for u in signed)]
     return f"{head}. Waiting for {another} from {roles} (not {', nor '.join(excluded)})."
 
 
 def _decided_line(action: ActionView) -> str:
     lines = []
-    for decision in action.decisions:
-        verb = {
-            "approve": "approved",
-            "reject": "rejected",
-            "respond": "answered",
-            "edit": "edited and approved",
-        }.get(decision.type, decision.type)
+    for decision in action.decisions[-5:]:
+        verb = _VERBS.get(decision.type, decision.type)
         line = f"{mention(decision.reviewer_id)} {verb} at {_when(decision.at)}"
         if decision.message:
-            line += f": {mrkdwn(decision.message, 500)}"
+            line += f": {mrkdwn(decision.message, 400)}"
         lines.append(line)
     if action.outcome:
         lines.append(f"*{_OUTCOME_ICONS.get(action.outcome, action.outcome)}*")
     return "\n".join(lines)[:3000]
 
 
-def _buttons(action: ActionView) -> dict[str, Any]:
+def _buttons(approval: ApprovalView, action: ActionView, *, truncated: bool) -> dict | None:
     elements: list[dict[str, Any]] = []
-    if "approve" in action.allowed_decisions:
-        elements.append(_button("Approve", ActionId.APPROVE, action.id, style="primary"))
-    if "reject" in action.allowed_decisions:
-        elements.append(_button("Reject", ActionId.REJECT, action.id, style="danger"))
+    if approval.status == "pending" and action.outcome is None:
+        allowed = action.allowed_decisions
+        if "approve" in allowed:
+            confirm = _confirm(action) if action.risk == "high" else None
+            elements.append(_button("Approve", ActionId.APPROVE, action.id, "primary", confirm))
+        if "edit" in allowed:
+            elements.append(_button("Edit", ActionId.EDIT, action.id))
+        if "reject" in allowed:
+            elements.append(_button("Reject", ActionId.REJECT, action.id, "danger"))
+        if "respond" in allowed:
+            elements.append(_button("Respond", ActionId.RESPOND, action.id))
+    if truncated:
+        elements.append(_button("View full arguments", ActionId.VIEW_ARGS, action.id))
+    if not elements:
+        return None
     return {
         "type": "actions",
         "block_id": f"{BlockId.ACTION_ROW_PREFIX}{action.id}",
@@ -161,14 +196,60 @@ def _buttons(action: ActionView) -> dict[str, Any]:
     }
 
 
-def _button(label: str, action_id: str, value: str, *, style: str) -> dict[str, Any]:
+def _confirm(action: ActionView) -> dict[str, Any]:
     return {
+        "title": {"type": "plain_text", "text": "Approve a high-risk action?"},
+        "text": {
+            "type": "plain_text",
+            "text": plain(
+                f"{action.tool_name} is high risk. Approve it as shown on the card?", 300
+            ),
+        },
+        "confirm": {"type": "plain_text", "text": "Approve"},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+        "style": "primary",
+    }
+
+
+def _approvable(approval: ApprovalView) -> int:
+    return sum(
+        1 for a in approval.actions if a.outcome is None and "approve" in a.allowed_decisions
+    )
+
+
+def _approve_all(approval: ApprovalView) -> dict[str, Any]:
+    button = _button("Approve all I may approve", ActionId.APPROVE_ALL, approval.id, "primary")
+    if any(a.risk == "high" and a.outcome is None for a in approval.actions):
+        button["confirm"] = {
+            "title": {"type": "plain_text", "text": "Approve all?"},
+            "text": {
+                "type": "plain_text",
+                "text": "Some of these actions are high risk. Approve every one you may approve?",
+            },
+            "confirm": {"type": "plain_text", "text": "Approve all"},
+            "deny": {"type": "plain_text", "text": "Cancel"},
+        }
+    return {
+        "type": "actions",
+        "block_id": f"{BlockId.REQUEST_ROW_PREFIX}{approval.id}",
+        "elements": [button],
+    }
+
+
+def _button(
+    label: str, action_id: str, value: str, style: str | None = None, confirm: dict | None = None
+) -> dict[str, Any]:
+    button: dict[str, Any] = {
         "type": "button",
         "text": {"type": "plain_text", "text": label},
         "action_id": action_id,
         "value": value,
-        "style": style,
     }
+    if style:
+        button["style"] = style
+    if confirm:
+        button["confirm"] = confirm
+    return button
 
 
 def _footer(approval: ApprovalView) -> str:

@@ -101,11 +101,11 @@ def test_per_call_interrupts_get_one_card_each_and_each_tool_runs_once(tmp_path)
     cards = env.notes.requested
     assert len(cards) == 2
     by_tool = {c.actions[0].tool_name: c.actions[0] for c in cards}
-    env.engine.decide(action_id=by_tool["send_external_message"].id, actor=REVIEWER,
-                      decision="approve")
+    env.engine.decide(
+        action_id=by_tool["send_external_message"].id, actor=REVIEWER, decision="approve"
+    )
     assert [e["tool"] for e in env.workspace.effects()] == ["send_external_message"]
-    env.engine.decide(action_id=by_tool["replace_text_file"].id, actor=REVIEWER,
-                      decision="approve")
+    env.engine.decide(action_id=by_tool["replace_text_file"].id, actor=REVIEWER, decision="approve")
     assert sorted(e["tool"] for e in env.workspace.effects()) == [
         "replace_text_file",
         "send_external_message",

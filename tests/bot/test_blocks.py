@@ -170,7 +170,14 @@ def test_huge_arguments_stay_within_limits():
     big = action(args={"blob": "x" * 50_000, "nested": {"k": ["y" * 5000] * 20}})
     card = approval_card(approval(*[dataclasses.replace(big, position=i) for i in range(30)]))
     assert_valid_message(card)
-    assert "22 more actions" in json.dumps(card)
+    rendered = json.dumps(card)
+    hidden = int(re.search(r"(\d+) more actions do not fit", rendered).group(1))
+    rows = [b for b in card["blocks"] if b.get("block_id", "").startswith("action:")]
+    assert hidden + len(rows) == 30
+    assert all(
+        e["text"]["text"] == "View full arguments" for e in [r["elements"][-1] for r in rows]
+    )
+    assert "Approve all I may approve" in rendered
 
 
 def test_reject_modal_is_a_valid_view_carrying_only_the_action_id():

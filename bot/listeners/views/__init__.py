@@ -1,4 +1,4 @@
-"""The reject modal's submission: the reason is required, and the click is authorized again."""
+"""Modal submissions: reject reason, answer, edited arguments. Each is authorized again."""
 
 from __future__ import annotations
 
@@ -6,14 +6,17 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 
-from bot.blocks.modals import reject_reason
+from bot.blocks.edit_modal import field_block_id, parse_edit
+from bot.blocks.modals import reject_reason, respond_answer
 from bot.ids import BlockId, CallbackId
-from bot.listeners.actions import decide
+from bot.listeners.actions.decide import decide
 from bot.services import actor_from, services_of
 
 
 def register(app: App) -> None:
     app.view(CallbackId.REJECT_MODAL)(on_reject_submitted)
+    app.view(CallbackId.RESPOND_MODAL)(on_respond_submitted)
+    app.view(CallbackId.EDIT_MODAL)(on_edit_submitted)
 
 
 def on_reject_submitted(
@@ -28,4 +31,50 @@ def on_reject_submitted(
     action_id = str(view.get("private_metadata", ""))
     services.run_later(
         decide, services, action_id, actor_from(body), None, decision="reject", message=reason
+    )
+
+
+def on_respond_submitted(
+    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+) -> None:
+    answer = respond_answer(view).strip()
+    if not answer:
+        ack(response_action="errors", errors={BlockId.RESPOND_ANSWER: "Please write an answer."})
+        return
+    ack()
+    services = services_of(context)
+    action_id = str(view.get("private_metadata", ""))
+    services.run_later(
+        decide, services, action_id, actor_from(body), None, decision="respond", message=answer
+    )
+
+
+def on_edit_submitted(
+    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+) -> None:
+    """Validate with the tool's own schema now, so errors show on the right field; nothing
+    reaches the checkpointer until the arguments are valid."""
+    services = services_of(context)
+    action_id = str(view.get("private_metadata", ""))[:64]
+    approval = services.engine.approval_of_action(action_id)
+    target = next((a for a in approval.actions if a.id == action_id), None) if approval else None
+    if target is None:
+        ack()
+        services.run_later(decide, services, action_id, actor_from(body), None, decision="edit")
+        return
+    current = target.edited_args if target.edited_args is not None else target.args
+    runtime = services.engine.runtime
+    schema = runtime.tool_schema(target.tool_name, current)
+    args, errors = parse_edit(view, schema=schema, current=current)
+    if not errors:
+        fields = [b.get("block_id") for b in view.get("blocks", []) if b.get("type") == "input"]
+        for name, message in runtime.validate_args(target.tool_name, args).items():
+            block = field_block_id(name)
+            errors[block if block in fields else (fields[0] if fields else block)] = message
+    if errors:
+        ack(response_action="errors", errors=errors)
+        return
+    ack()
+    services.run_later(
+        decide, services, action_id, actor_from(body), None, decision="edit", edited_args=args
     )

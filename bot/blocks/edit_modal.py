@@ -1,0 +1,184 @@
+"""The edit modal, generated from the tool's argument schema (JSON schema), and its parsing.
+
+string -> text input (multiline when long), enum -> select, boolean -> radio buttons,
+integer/number -> number input, arrays and objects -> JSON text input. The tool name is fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from bot.ids import BlockId, CallbackId, InputId
+from bot.text import plain
+
+MAX_FIELDS = 90
+INPUT_MAX = 3000
+_TRUE, _FALSE = "true", "false"
+
+
+def _kind(prop: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Collapse ``anyOf [T, null]`` and name the widget for a property."""
+    options = [p for p in prop.get("anyOf", []) if p.get("type") != "null"]
+    if len(options) == 1:
+        prop = {**options[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
+    if "enum" in prop or "const" in prop:
+        return "enum", prop
+    return {
+        "string": "string",
+        "boolean": "boolean",
+        "integer": "integer",
+        "number": "number",
+    }.get(str(prop.get("type")), "json"), prop
+
+
+def field_block_id(name: str) -> str:
+    """Block ids are ours: the argument's name when it is short and plain, else a digest."""
+    if len(name) <= 64 and name.replace("_", "").isalnum():
+        return f"{BlockId.EDIT_FIELD_PREFIX}{name}"
+    return f"{BlockId.EDIT_FIELD_PREFIX}#{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+
+
+def _element(kind: str, prop: dict[str, Any], value: Any) -> dict[str, Any] | None:
+    if kind == "enum":
+        choices = prop.get("enum") or [prop.get("const")]
+        options = [
+            {"text": {"type": "plain_text", "text": plain(str(c), 75)}, "value": json.dumps(c)}
+            for c in choices[:100]
+        ]
+        element: dict[str, Any] = {"type": "static_select", "options": options}
+        selected = next((o for o in options if o["value"] == json.dumps(value)), None)
+        if selected:
+            element["initial_option"] = selected
+        return element
+    if kind == "boolean":
+        options = [
+            {"text": {"type": "plain_text", "text": "Yes"}, "value": _TRUE},
+            {"text": {"type": "plain_text", "text": "No"}, "value": _FALSE},
+        ]
+        element = {"type": "radio_buttons", "options": options}
+        if isinstance(value, bool):
+            element["initial_option"] = options[0] if value else options[1]
+        return element
+    if kind in ("integer", "number"):
+        element = {"type": "number_input", "is_decimal_allowed": kind == "number"}
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            element["initial_value"] = str(value)
+        return element
+    text = value if kind == "string" and isinstance(value, str) else None
+    if text is None:
+        text = "" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+    if len(text) > INPUT_MAX:
+        return None  # too long to edit in Slack; the value is kept as it is
+    element = {
+        "type": "plain_text_input",
+        "multiline": kind == "json" or len(text) > 80 or "\n" in text,
+        "max_length": INPUT_MAX,
+    }
+    if text:
+        element["initial_value"] = text
+    return element
+
+
+def edit_modal(
+    *, action_id: str, tool_name: str, schema: dict[str, Any], current: dict[str, Any]
+) -> dict[str, Any]:
+    properties: dict[str, Any] = dict(schema.get("properties") or {})
+    for name in current:
+        properties.setdefault(name, {})
+    required = set(schema.get("required") or [])
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "section",
+            "text": {"type": "plain_text", "text": plain(f"Tool: {tool_name}", 300)},
+        }
+    ]
+    kept: list[str] = []
+    for name, prop in list(properties.items())[:MAX_FIELDS]:
+        kind, resolved = _kind(prop)
+        element = _element(kind, resolved, current.get(name, resolved.get("default")))
+        if element is None:
+            kept.append(name)
+            continue
+        element["action_id"] = InputId.VALUE
+        label = name if kind != "json" else f"{name} (JSON)"
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": field_block_id(name),
+                "label": {"type": "plain_text", "text": plain(label, 2000)},
+                "element": element,
+                "optional": name not in required,
+            }
+        )
+    if kept:
+        note = "Too long to edit here, kept as they are: " + ", ".join(kept)
+        blocks.append(
+            {"type": "context", "elements": [{"type": "plain_text", "text": plain(note, 2000)}]}
+        )
+    return {
+        "type": "modal",
+        "callback_id": CallbackId.EDIT_MODAL,
+        "private_metadata": action_id,
+        "title": {"type": "plain_text", "text": "Edit arguments"},
+        "submit": {"type": "plain_text", "text": "Save and approve"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
+    }
+
+
+def parse_edit(
+    view: dict[str, Any], *, schema: dict[str, Any], current: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(edited arguments, errors by block id). Fields left out of the modal keep their value."""
+    values = view.get("state", {}).get("values", {})
+    properties: dict[str, Any] = dict(schema.get("properties") or {})
+    for name in current:
+        properties.setdefault(name, {})
+    args = dict(current)
+    errors: dict[str, str] = {}
+    for name, prop in properties.items():
+        block = field_block_id(name)
+        if block not in values:
+            continue
+        kind, _ = _kind(prop)
+        raw = values[block].get(InputId.VALUE, {})
+        try:
+            parsed, present = _parse_value(kind, raw)
+        except ValueError as exc:
+            errors[block] = str(exc)
+            continue
+        if present:
+            args[name] = parsed
+        else:
+            args.pop(name, None)
+    return args, errors
+
+
+def _parse_value(kind: str, raw: dict[str, Any]) -> tuple[Any, bool]:
+    if kind in ("enum", "boolean"):
+        option = raw.get("selected_option")
+        if not option:
+            return None, False
+        value = option.get("value")
+        return (value == _TRUE, True) if kind == "boolean" else (json.loads(value), True)
+    text = raw.get("value")
+    if text is None or text == "":
+        return None, False
+    if kind == "integer":
+        try:
+            return int(text), True
+        except ValueError:
+            raise ValueError("Enter a whole number.") from None
+    if kind == "number":
+        try:
+            return float(text), True
+        except ValueError:
+            raise ValueError("Enter a number.") from None
+    if kind == "json":
+        try:
+            return json.loads(text), True
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
+    return text, True

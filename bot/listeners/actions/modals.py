@@ -1,0 +1,126 @@
+"""Buttons that open a modal: Reject, Edit, Respond, View full arguments.
+
+The trigger id lives 3 seconds, so only a quick read-only check comes before ``views.open``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import Ack, BoltContext
+from slack_sdk import WebClient
+
+from agent_runtime.authorization import Refusal
+from agent_runtime.views import ActionView, ApprovalView
+from bot.blocks.arguments import full_argument_pages
+from bot.blocks.edit_modal import edit_modal
+from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
+from bot.errors import user_message
+from bot.listeners.actions.decide import channel_of, decide, tell
+from bot.services import BotServices, actor_from, services_of
+
+
+def _target(services: BotServices, action_id: str) -> tuple[ApprovalView | None, ActionView | None]:
+    approval = services.engine.approval_of_action(action_id[:64])
+    action = next((a for a in approval.actions if a.id == action_id), None) if approval else None
+    return approval, action
+
+
+def _open_for_decision(
+    body: dict[str, Any],
+    action: dict[str, Any],
+    context: BoltContext,
+    client: WebClient,
+    *,
+    decision: str,
+) -> None:
+    services = services_of(context)
+    services.metrics.inc("clicks")
+    action_id, actor, channel = (
+        str(action.get("value", ""))[:64],
+        actor_from(body),
+        channel_of(body),
+    )
+    refusal: Refusal | None = services.engine.check(
+        action_id=action_id, actor=actor, decision=decision
+    )
+    _approval, target = _target(services, action_id) if refusal is None else (None, None)
+    if refusal is not None or target is None:
+        # The engine records the refused attempt and explains it.
+        services.run_later(decide, services, action_id, actor, channel, decision=decision)
+        return
+    if decision == "reject":
+        view = reject_modal(action_id=action_id, tool_name=target.tool_name)
+    elif decision == "respond":
+        question = str(target.args.get("question") or target.description or "")
+        view = respond_modal(action_id=action_id, tool_name=target.tool_name, question=question)
+    else:
+        current = target.edited_args if target.edited_args is not None else target.args
+        schema = services.engine.runtime.tool_schema(target.tool_name, current)
+        view = edit_modal(
+            action_id=action_id, tool_name=target.tool_name, schema=schema, current=current
+        )
+    try:
+        client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
+    except Exception as exc:
+        services.run_later(tell, services, channel, actor.user_id, user_message(exc))
+
+
+def on_reject(
+    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
+) -> None:
+    ack()
+    _open_for_decision(body, action, context, client, decision="reject")
+
+
+def on_edit(
+    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
+) -> None:
+    ack()
+    _open_for_decision(body, action, context, client, decision="edit")
+
+
+def on_respond(
+    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
+) -> None:
+    ack()
+    _open_for_decision(body, action, context, client, decision="respond")
+
+
+def _pages(target: ActionView) -> list[list[dict[str, Any]]]:
+    preview = (target.extra or {}).get("preview")
+    args = target.edited_args if target.edited_args is not None else target.args
+    return full_argument_pages(tool_name=target.tool_name, args=args, preview=preview)
+
+
+def on_view_args(
+    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
+) -> None:
+    """Anyone who sees the card may read the whole of it; nothing is decided here."""
+    ack()
+    services = services_of(context)
+    approval, target = _target(services, str(action.get("value", "")))
+    actor = actor_from(body)
+    if (
+        target is None
+        or approval is None
+        or (approval.run.channel_id and channel_of(body) not in (None, approval.run.channel_id))
+    ):
+        services.run_later(tell, services, channel_of(body), actor.user_id, "Nothing to show.")
+        return
+    view = arguments_modal(action_id=target.id, pages=_pages(target), page=0)
+    client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
+
+
+def on_view_args_page(
+    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
+) -> None:
+    ack()
+    services = services_of(context)
+    action_id, _, page = str(action.get("value", "")).partition(":")
+    _approval, target = _target(services, action_id)
+    view_id = (body.get("view") or {}).get("id")
+    if target is None or not view_id or not page.isdigit():
+        return
+    view = arguments_modal(action_id=target.id, pages=_pages(target), page=int(page))
+    client.views_update(view_id=view_id, view=view)
