@@ -85,7 +85,7 @@ class Demo:
         card = self.card(root)
         self.show("approval-bot, in the thread", card)
 
-        approve_send = [b for b in buttons(card) if b.text == "Approve"][0]
+        approve_send = next(b for b in buttons(card) if b.text == "Approve")
         reject_delete = [b for b in buttons(card) if b.text == "Reject"][1]
         self.say(f"\n@{users[people.REQUESTER]} clicks [Approve] on action 1 (their own run)")
         self.driver.click(user=people.REQUESTER, message=card, button=approve_send)

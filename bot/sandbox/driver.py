@@ -206,16 +206,49 @@ class SlackDriver:
             return Reply(200, "")
         return self.post(json.dumps(body), content_type="application/json")
 
-    def submit_view(self, *, user: str, view_id: str, values: dict[str, dict[str, str]]) -> Reply:
-        """Submit an open modal; ``values`` maps block_id -> {action_id: text}."""
-        record = self.sandbox.state.views[view_id]
-        state = {
-            block: {
-                action: {"type": "plain_text_input", "value": value}
-                for action, value in inputs.items()
-            }
-            for block, inputs in values.items()
+    def click_in_view(self, *, user: str, view_id: str, element: dict[str, Any]) -> Reply:
+        """Press a button inside an open modal (``block_actions`` with a view container)."""
+        view = {**self.sandbox.state.views[view_id].view, "id": view_id}
+        payload = {
+            "type": "block_actions",
+            "user": self._user(user, None),
+            "api_app_id": "A0SANDBOX",
+            "token": "legacy-verification-token",
+            "container": {"type": "view", "view_id": view_id},
+            "trigger_id": self.sandbox.state.issue_trigger(user),
+            "team": {"id": self.team_id, "domain": "sandbox"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "view": view,
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": element["action_id"],
+                    "block_id": element.get("block_id", "nav"),
+                    "value": element.get("value", ""),
+                    "text": element["text"],
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
         }
+        return self._deliver("interactive", payload)
+
+    def submit_view(
+        self, *, user: str, view_id: str, values: dict[str, dict[str, str | dict[str, Any]]]
+    ) -> Reply:
+        """Submit an open modal as Slack does: every input with its current value (initial
+        values unless ``values`` changes them: block_id -> {action_id: text or element state})."""
+        record = self.sandbox.state.views[view_id]
+        state = _initial_state(record.view)
+        for block, inputs in values.items():
+            for action, value in inputs.items():
+                if isinstance(value, dict):
+                    state.setdefault(block, {})[action] = value
+                else:
+                    state.setdefault(block, {})[action] = {
+                        "type": "plain_text_input",
+                        "value": value,
+                    }
         view = {
             **record.view,
             "id": view_id,
@@ -241,3 +274,18 @@ class SlackDriver:
         if reply.status == 200 and not (reply.body and "errors" in reply.body):
             self.sandbox.state.change(lambda: setattr(record, "open", False))
         return reply
+
+
+def _initial_state(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    state: dict[str, dict[str, Any]] = {}
+    for block in view.get("blocks", []):
+        if block.get("type") != "input":
+            continue
+        element = block["element"]
+        kind = element["type"]
+        if kind in ("static_select", "radio_buttons"):
+            value: dict[str, Any] = {"type": kind, "selected_option": element.get("initial_option")}
+        else:
+            value = {"type": kind, "value": element.get("initial_value")}
+        state[block["block_id"]] = {element["action_id"]: value}
+    return state

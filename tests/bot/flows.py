@@ -13,15 +13,11 @@ DELETE = 'delete_project_file {"path": "notes/old.txt"}'
 
 def start_run(h: Harness, text: str, *, user: str = people.REQUESTER) -> tuple[Message, Message]:
     """Slash command -> the run's root message and its first approval card."""
+    before = {m.ts for m in h.state.top_level(people.CHANNEL)}
     reply = h.driver.slash_command(user=user, channel=people.CHANNEL, text=text)
     assert reply.status == 200, reply
-    before = {m.ts for m in h.state.top_level(people.CHANNEL)}
     root = h.state.wait_for(
-        lambda: (
-            next((m for m in h.state.top_level(people.CHANNEL) if m.ts not in before), None)
-            if before
-            else next(iter(h.state.top_level(people.CHANNEL)), None)
-        )
+        lambda: next((m for m in h.state.top_level(people.CHANNEL) if m.ts not in before), None)
     )
     card = h.state.wait_for(
         lambda: next((m for m in h.state.thread(people.CHANNEL, root.ts) if buttons(m)), None)

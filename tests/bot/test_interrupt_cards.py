@@ -1,0 +1,217 @@
+"""Every kind of interrupt through Slack: edit, respond, custom reviews, per-call, subagents."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from langchain_core.messages import ToolMessage
+
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
+from tests.bot.flows import button, card_now, result_message, start_run
+
+SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
+PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
+DELETE = 'delete_project_file {"path": "notes/old.txt"}'
+ENV_CHANGE = 'replace_text_file {"path": "config/app.env", "content": "FEATURE_FLAG=on\\n"}'
+ASK = 'ask_user {"question": "Which version should I ship?"}'
+PER_CALL = "agent_runtime.agents.change_request:build_per_call_agent"
+
+
+def open_modal(h, user, card, label, position=0):  # type: ignore[no-untyped-def]
+    """Press a button (by label, or a Button captured earlier) and return the modal it opens."""
+    before = {v.id for v in h.state.open_views(user)}
+    target = label if not isinstance(label, str) else button(card, label, position)
+    h.driver.click(user=user, message=card, button=target)
+    return h.state.wait_for(
+        lambda: next((v for v in h.state.open_views(user) if v.id not in before), None)
+    )
+
+
+def effects(h):  # type: ignore[no-untyped-def]
+    return [e["tool"] for e in h.workspace.effects()]
+
+
+def test_edit_modal_errors_inline_then_the_run_can_still_be_approved(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, PUBLISH)
+    modal = open_modal(h, people.RELEASE_MANAGER, card, "Edit")
+    kinds = {
+        b["block_id"]: b["element"]["type"] for b in modal.view["blocks"] if b["type"] == "input"
+    }
+    assert kinds == {
+        "arg:path": "plain_text_input",
+        "arg:channel": "static_select",
+        "arg:notify_subscribers": "radio_buttons",
+    }
+
+    bad = h.driver.submit_view(
+        user=people.RELEASE_MANAGER, view_id=modal.id, values={"arg:path": {"value": ""}}
+    )
+    assert bad.json()["response_action"] == "errors"
+    assert "arg:path" in bad.json()["errors"]
+
+    internal = {"type": "static_select", "selected_option": {"value": '"internal"'}}
+    good = h.driver.submit_view(
+        user=people.RELEASE_MANAGER, view_id=modal.id, values={"arg:channel": {"value": internal}}
+    )
+    assert good.status == 200 and good.body == ""
+    h.state.wait_for(lambda: "Edited arguments" in json.dumps(card_now(h, card).blocks))
+    diff = json.dumps(card_now(h, card).blocks)
+    assert '+  \\"channel\\": \\"internal\\"' in diff
+    assert effects(h) == [], "publishing needs a second reviewer"
+
+    h.driver.click(user=people.RELEASE_MANAGER_2, message=card, button=button(card, "Approve"))
+    result_message(h, root)
+    assert [(e["tool"], e["channel"]) for e in h.workspace.effects()] == [
+        ("publish_report", "internal")
+    ]
+
+
+def test_batch_approve_edit_reject_resumes_once(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, "\n".join([SEND, PUBLISH, DELETE]))
+    rows = [b for b in card.blocks if b.get("block_id", "").startswith("action:")]
+    assert len(rows) == 3
+    approve_send, approve_publish = button(card, "Approve", 0), button(card, "Approve", 1)
+    reject_delete = button(card, "Reject", 2)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve_send)
+    edit = open_modal(h, people.RELEASE_MANAGER, card, "Edit", 1)
+    internal = {"type": "static_select", "selected_option": {"value": '"internal"'}}
+    h.driver.submit_view(
+        user=people.RELEASE_MANAGER, view_id=edit.id, values={"arg:channel": {"value": internal}}
+    )
+    h.state.wait_for(lambda: "Edited arguments" in json.dumps(card_now(h, card).blocks))
+    h.driver.click(user=people.RELEASE_MANAGER_2, message=card, button=approve_publish)
+    h.state.wait_for(lambda: "Approved with edits" in json.dumps(card_now(h, card).blocks))
+    assert effects(h) == []
+    reject = open_modal(h, people.SECURITY, card, reject_delete)
+    h.driver.submit_view(
+        user=people.SECURITY, view_id=reject.id, values={"reject_reason": {"reason": "keep"}}
+    )
+    result_message(h, root)
+    assert [(e["tool"], e.get("channel")) for e in h.workspace.effects()] == [
+        ("send_external_message", None),
+        ("publish_report", "internal"),
+    ]
+    messages = h.bot.runtime.state(_run_id(h)).values["messages"]
+    statuses = {m.name: m.status for m in messages if isinstance(m, ToolMessage)}
+    assert statuses == {
+        "send_external_message": "success",
+        "publish_report": "success",
+        "delete_project_file": "error",
+    }
+
+
+def _run_id(h) -> str:  # type: ignore[no-untyped-def]
+    from sqlalchemy import select
+
+    from store.models import Run
+
+    with h.bot.db.transaction() as s:
+        return s.scalars(select(Run.id)).one()
+
+
+def test_respond_answers_an_ask_the_human_tool(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, ASK)
+    assert [b.text for b in buttons(card)] == ["Respond"]
+    modal = open_modal(h, people.REQUESTER, card, "Respond")
+    assert "Which version should I ship?" in json.dumps(modal.view)
+    h.driver.submit_view(
+        user=people.REQUESTER, view_id=modal.id, values={"respond_answer": {"answer": "Ship 2.1"}}
+    )
+    assert "Ship 2.1" in result_message(h, root).text
+
+
+def test_custom_review_of_env_file_shows_kind_and_preview_then_edit(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, ENV_CHANGE)
+    shown = json.dumps(card.blocks)
+    assert "sensitive_file_change" in shown and "+FEATURE_FLAG=on" in shown
+    assert [b.text for b in buttons(card)] == ["Approve", "Edit", "Reject"]
+    modal = open_modal(h, people.RELEASE_MANAGER, card, "Edit")
+    h.driver.submit_view(
+        user=people.RELEASE_MANAGER,
+        view_id=modal.id,
+        values={"arg:content": {"value": "FEATURE_FLAG=beta\n"}},
+    )
+    result_message(h, root)
+    assert (h.workspace.root / "config/app.env").read_text() == "FEATURE_FLAG=beta\n"
+
+
+def test_custom_review_reject_and_approve(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, ENV_CHANGE)
+    modal = open_modal(h, people.RELEASE_MANAGER, card, "Reject")
+    h.driver.submit_view(
+        user=people.RELEASE_MANAGER,
+        view_id=modal.id,
+        values={"reject_reason": {"reason": "freeze"}},
+    )
+    assert "freeze" in result_message(h, root).text
+    assert (h.workspace.root / "config/app.env").read_text() == "FEATURE_FLAG=off\n"
+
+    root2, card2 = start_run(h, ENV_CHANGE)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card2, button=button(card2, "Approve"))
+    result_message(h, root2)
+    assert (h.workspace.root / "config/app.env").read_text() == "FEATURE_FLAG=on\n"
+
+
+def test_per_call_agent_one_card_per_call(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url, agent=PER_CALL)
+    root, _first = start_run(h, f"{SEND}\n{DELETE}")
+    cards = h.state.wait_for(
+        lambda: (
+            (c := [m for m in h.state.thread(people.CHANNEL, root.ts) if buttons(m)])
+            and len(c) == 2
+            and c
+        )
+    )
+    for card in cards:
+        h.driver.click(user=people.SECURITY, message=card, button=button(card, "Approve"))
+    result_message(h, root)
+    assert sorted(effects(h)) == ["delete_project_file", "send_external_message"]
+
+
+def test_subagent_interrupt_says_which_subagent(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    task = {"description": SEND, "subagent_type": "release-coordinator"}
+    root, card = start_run(h, "task " + json.dumps(task))
+    assert "from subagent *release-coordinator*" in json.dumps(card.blocks)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    result_message(h, root)
+    assert effects(h) == ["send_external_message"]
+
+
+def test_view_full_arguments_pages_through_a_huge_value(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    text = "".join(f"line {i} <!channel> & more\n" for i in range(4000))
+    args = {"recipient": "a@b.c", "text": text}
+    _root, card = start_run(h, "send_external_message " + json.dumps(args))
+    modal = open_modal(h, people.OUTSIDER, card, "View full arguments")
+    pages = [modal.view]
+    while nxt := [
+        e
+        for b in pages[-1]["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["text"]["text"] == "Next page"
+    ]:
+        shown_before = h.state.views[modal.id].view
+        h.driver.click_in_view(user=people.OUTSIDER, view_id=modal.id, element=nxt[0])
+        pages.append(
+            h.state.wait_for(
+                lambda before=shown_before: (v := h.state.views[modal.id].view) is not before and v
+            )
+        )
+    assert len(pages) > 1
+    code = "".join(
+        b["text"]["text"].strip("`")
+        for p in pages
+        for b in p["blocks"]
+        if b["type"] == "section" and b["text"]["text"].startswith("```")
+    )
+    assert json.loads(html.unescape(code)) == args, "nothing is lost across pages"
+    assert "<!channel>" not in json.dumps(pages)

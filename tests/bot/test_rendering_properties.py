@@ -1,0 +1,249 @@
+"""Whatever the agent sends, cards and modals stay valid Block Kit and agent text stays inert."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
+
+from agent_runtime.views import ActionView, ApprovalView, DecisionView, RunView
+from bot.blocks.approval_card import approval_card
+from bot.blocks.arguments import full_argument_pages
+from bot.blocks.edit_modal import edit_modal, parse_edit
+from bot.blocks.messages import run_result_message, run_root_message
+from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
+
+HOSTILE = [
+    "<!channel>",
+    "<!here>",
+    "<!everyone>",
+    "<@U0BOSS>",
+    "<!subteam^S123|@admins>",
+    "<https://evil.example|Approve>",
+    "<#C0GENERAL>",
+    "&lt;!channel&gt;",
+    "```",
+    "*bold* _it_ ~s~",
+]
+text = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.text(max_size=50),
+    st.builds(
+        lambda a, b: a * b, st.sampled_from([*HOSTILE, "é", "\U0001d518"]), st.integers(1, 900)
+    ),
+)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), text)
+trees = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)),
+    max_leaves=12,
+)
+args_strategy = st.dictionaries(text, trees, max_size=12)
+AT = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
+# A live Slack token: a mention, broadcast, channel, user group or link.
+LIVE = re.compile(r"<(?:[@#!]|https?:|mailto:)")
+OURS = re.compile(r"<@U0[A-Z0-9]+>|<!date\^\d+\^[^|>]*\|[^>]*>|<!subteam\^S0[A-Z0-9]+>")
+
+
+def _action(position: int, name: str, args: dict[str, Any], extra: dict[str, Any]) -> ActionView:
+    return ActionView(
+        id=f"act_{position:032x}",
+        position=position,
+        tool_name=name,
+        args=args,
+        description=extra.get("description", ""),
+        risk="high",
+        allowed_decisions=("approve", "edit", "reject", "respond"),
+        approver_roles=("release-managers",),
+        approvals_required=2,
+        action_hash="a" * 64,
+        operation_id="op_1",
+        outcome=None,
+        decisions=(DecisionView("U0REL1", "approve", extra.get("message"), AT, "a" * 64),),
+        edited_args=extra.get("edited"),
+        extra=extra.get("extra"),
+    )
+
+
+actions = st.builds(
+    lambda pos, name, args, desc, msg, edited, preview, sub: _action(
+        pos,
+        name,
+        args,
+        {
+            "description": desc,
+            "message": msg,
+            "edited": edited,
+            "extra": {"preview": preview, "review_kind": desc[:20], "subagent": sub},
+        },
+    ),
+    st.integers(0, 99),
+    text,
+    args_strategy,
+    text,
+    st.one_of(st.none(), text),
+    st.one_of(st.none(), args_strategy),
+    text,
+    text,
+)
+approvals = st.builds(
+    lambda acts, request, status: ApprovalView(
+        id="apr_1",
+        run=RunView("run_1", "U0ALICE", "C1", "1.0", request, "waiting", request),
+        status=status,
+        outcome=request,
+        interrupt_id="i",
+        policy_version="v1",
+        requester_id="U0ALICE",
+        expires_at=AT,
+        card_channel="C1",
+        card_ts="2.0",
+        actions=tuple(dataclasses.replace(a, position=i) for i, a in enumerate(acts)),
+    ),
+    st.lists(actions, min_size=1, max_size=14),
+    text,
+    st.sampled_from(["pending", "resolved", "expired", "invalidated"]),
+)
+
+
+def agent_text_is_inert(payload: dict[str, Any]) -> None:
+    fallback = [payload["text"]] if isinstance(payload.get("text"), str) else []
+    for value in fallback + _strings(payload):
+        assert not LIVE.search(OURS.sub("", value)), value
+
+
+def _strings(node: Any) -> list[str]:
+    """Every text Slack would format: mrkdwn objects and a message's top-level ``text``.
+    plain_text, values and metadata are never formatted, so they cannot come alive."""
+    if isinstance(node, dict):
+        found = [node["text"]] if node.get("type") == "mrkdwn" else []
+        return found + [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
+def valid_blocks(blocks: list[dict[str, Any]], limit: int) -> None:
+    assert len(blocks) <= limit
+    for raw in blocks:
+        parsed = Block.parse(raw)
+        assert parsed is not None, raw
+        parsed.validate_json()
+        if raw.get("type") == "actions":
+            for element in raw["elements"]:
+                assert len(element["value"]) <= 2000 and re.fullmatch(r"[\w:.-]+", element["value"])
+
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(approvals)
+def test_cards_are_valid_and_inert(approval):
+    card = approval_card(approval)
+    valid_blocks(card["blocks"], 50)
+    agent_text_is_inert(card)
+    for message in (run_root_message(approval.run), run_result_message(approval.run)):
+        valid_blocks(message["blocks"], 50)
+        agent_text_is_inert(message)
+
+
+@FAST
+@given(actions)
+def test_modals_are_valid_and_inert(action):
+    pages = full_argument_pages(
+        tool_name=action.tool_name, args=action.args, preview=(action.extra or {}).get("preview")
+    )
+    modals = [
+        reject_modal(action_id=action.id, tool_name=action.tool_name),
+        respond_modal(action_id=action.id, tool_name=action.tool_name, question=action.description),
+        edit_modal(
+            action_id=action.id,
+            tool_name=action.tool_name,
+            schema={"properties": {}},
+            current=action.args,
+        ),
+        *(arguments_modal(action_id=action.id, pages=pages, page=i) for i in range(len(pages))),
+    ]
+    for modal in modals:
+        View(**modal).validate_json()
+        valid_blocks(modal["blocks"], 100)
+        assert len(modal["private_metadata"]) <= 3000
+        agent_text_is_inert(modal)
+
+
+SCHEMA = {
+    "properties": {
+        "path": {"type": "string"},
+        "content": {"type": "string"},
+        "channel": {"enum": ["public", "internal"], "type": "string"},
+        "notify": {"type": "boolean"},
+        "copies": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "meta": {"type": "object"},
+        "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+    },
+    "required": ["path", "channel"],
+}
+CURRENT = {
+    "path": "a.md",
+    "content": "x" * 200,
+    "channel": "public",
+    "notify": True,
+    "copies": 2,
+    "ratio": 0.5,
+    "tags": ["a"],
+    "meta": {"k": [1]},
+}
+
+
+def test_edit_modal_has_a_widget_per_argument_type_and_round_trips():
+    modal = edit_modal(action_id="act_1", tool_name="t", schema=SCHEMA, current=CURRENT)
+    View(**modal).validate_json()
+    widgets = {b["block_id"]: b["element"] for b in modal["blocks"] if b["type"] == "input"}
+    assert {k: v["type"] for k, v in widgets.items()} == {
+        "arg:path": "plain_text_input",
+        "arg:content": "plain_text_input",
+        "arg:channel": "static_select",
+        "arg:notify": "radio_buttons",
+        "arg:copies": "number_input",
+        "arg:ratio": "number_input",
+        "arg:tags": "plain_text_input",
+        "arg:meta": "plain_text_input",
+        "arg:maybe": "number_input",
+    }
+    assert widgets["arg:content"]["multiline"] and not widgets["arg:path"]["multiline"]
+    assert (
+        widgets["arg:ratio"]["is_decimal_allowed"]
+        and not widgets["arg:copies"]["is_decimal_allowed"]
+    )
+
+    state = {"values": {}}
+    for block_id, element in widgets.items():
+        if element["type"] in ("static_select", "radio_buttons"):
+            value = {"type": element["type"], "selected_option": element.get("initial_option")}
+        else:
+            value = {"type": element["type"], "value": element.get("initial_value")}
+        state["values"][block_id] = {"value": value}
+    args, errors = parse_edit({"state": state}, schema=SCHEMA, current=CURRENT)
+    assert errors == {} and args == CURRENT
+
+
+def test_edit_parse_errors_point_at_the_field():
+    state = {
+        "values": {
+            "arg:copies": {"value": {"type": "number_input", "value": "two"}},
+            "arg:meta": {"value": {"type": "plain_text_input", "value": "{not json"}},
+        }
+    }
+    _args, errors = parse_edit({"state": state}, schema=SCHEMA, current=CURRENT)
+    assert set(errors) == {"arg:copies", "arg:meta"}
+    assert json.dumps(errors)
