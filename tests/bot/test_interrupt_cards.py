@@ -215,3 +215,22 @@ def test_view_full_arguments_pages_through_a_huge_value(serve_bot, sqlite_url):
     )
     assert json.loads(html.unescape(code)) == args, "nothing is lost across pages"
     assert "<!channel>" not in json.dumps(pages)
+
+
+def test_approve_all_approves_what_the_reviewer_may_and_leaves_the_rest(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, "\n".join([SEND, PUBLISH, DELETE]))
+    approve_all = button(card, "Approve all I may approve")
+    assert "confirm" in json.dumps(card.blocks), "high-risk approvals ask for confirmation"
+
+    h.driver.click(user=people.SECURITY, message=card, button=approve_all)
+    note = h.state.wait_for(lambda: h.state.ephemerals_for(people.SECURITY))[-1].text
+    assert note.startswith("You approved 2 action(s); 1 need another reviewer")
+    h.state.wait_for(lambda: json.dumps(card_now(h, card).blocks).count("approved at") == 2)
+    assert effects(h) == []
+
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve_all)
+    h.state.wait_for(lambda: "1 of 2 approvals" in json.dumps(card_now(h, card).blocks))
+    h.driver.click(user=people.RELEASE_MANAGER_2, message=card, button=approve_all)
+    result_message(h, root)
+    assert sorted(effects(h)) == ["delete_project_file", "publish_report", "send_external_message"]
