@@ -6,7 +6,10 @@ import datetime as dt
 import logging
 import os
 import socket
-from collections.abc import Callable
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -14,6 +17,7 @@ from langchain_core.messages import HumanMessage
 from agent_runtime import decisions, resume
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
+from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
@@ -54,7 +58,7 @@ class ApprovalEngine:
         self.usergroup_members = usergroup_members
         self.clock = clock
         self.lease = lease
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = ThreadLocks(db)
 
     # Runs ---------------------------------------------------------------------------------
@@ -186,7 +190,49 @@ class ApprovalEngine:
             RunRepository(s).set_status(run, "completed", result_text=text)
             AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
             view = run_view(run)
-        self.notifier.run_finished(view)
+        self.post_result(view)
+
+    def post_result(self, run: RunView) -> None:
+        """Tell the thread, then remember it was told (a crash in between tells it twice)."""
+        try:
+            self.notifier.run_finished(run)
+        except Exception:
+            logger.exception("could not post the result of %s; the reconciler will retry", run.id)
+            return
+        with self.db.transaction() as s:
+            stored = RunRepository(s).get(run.id)
+            if stored is not None:
+                stored.result_posted = True
+
+    def show_card(self, view: ApprovalView) -> None:
+        """Re-render the card; remember what it shows so a stale card can be repaired later."""
+        try:
+            self.notifier.approval_updated(view)
+        except Exception:
+            logger.exception("could not update the card of %s; the reconciler will retry", view.id)
+            return
+        with self.db.transaction() as s:
+            ApprovalRepository(s).mark_card(view.id, status=view.status)
+
+    @contextmanager
+    def lease_keeper(self, request_id: str) -> Iterator[None]:
+        """Renew this process's claim while it resumes, so a slow resume is not taken over."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.lease.total_seconds() / 3):
+                with self.db.transaction() as s:
+                    ApprovalRepository(s).renew_claim(
+                        request_id, owner=self.owner, until=self.clock() + self.lease
+                    )
+
+        keeper = threading.Thread(target=renew, name=f"lease-{request_id}", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join(timeout=5)
 
     def _fail_run(self, run_id: str, reason: str) -> None:
         with self.db.transaction() as s:
@@ -197,7 +243,7 @@ class ApprovalEngine:
                 "run_failed", outcome="error", run_id=run_id, team_id=run.team_id, reason=reason
             )
             view = run_view(run)
-        self.notifier.run_finished(view)
+        self.post_result(view)
 
     # Reading ------------------------------------------------------------------------------
 
@@ -232,7 +278,8 @@ class ApprovalEngine:
         )
         result = decisions.record(self, action_id=action_id, attempt=attempt)
         if result.approval is not None:
-            self.notifier.approval_updated(result.approval)
+            fault_point("after_decision")
+            self.show_card(result.approval)
             if result.approval.status == "resuming":
                 resume.resume(self, result.approval.id)
         return result

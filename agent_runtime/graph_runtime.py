@@ -23,9 +23,11 @@ from pydantic import ValidationError
 
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.errors import AgentLoadError
+from agent_runtime.idempotency import CONFIG_KEY
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.policy import Policy
 from store.db import is_sqlite, sqlite_path
+from store.ledger import EffectLedger
 
 DEFAULT_AGENT = "agent_runtime.agents.change_request:build_agent"
 
@@ -118,8 +120,12 @@ class GraphRuntime:
     def has_checkpoint(self, thread_id: str) -> bool:
         return self.checkpointer.get_tuple(self.config(thread_id)) is not None
 
-    def invoke(self, payload: Any, thread_id: str) -> Any:
-        return self.graph.invoke(payload, self.config(thread_id))
+    def invoke(self, payload: Any, thread_id: str, *, keys: dict[str, str] | None = None) -> Any:
+        """Run the graph; ``keys`` are the idempotency keys of the approved calls."""
+        config = self.config(thread_id)
+        if keys:
+            config["configurable"][CONFIG_KEY] = keys
+        return self.graph.invoke(payload, config)
 
     def tool(self, name: str) -> BaseTool | None:
         node = self.graph.nodes.get("tools")
@@ -132,6 +138,16 @@ class GraphRuntime:
         if tool is not None:
             return tool.tool_call_schema.model_json_schema()
         return {"type": "object", "properties": {key: {} for key in current}}
+
+    def normalized_args(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as the tool will see them, defaults filled in (else as given)."""
+        tool = self.tool(name)
+        if tool is None:
+            return args
+        try:
+            return tool.tool_call_schema.model_validate(args).model_dump(mode="json")
+        except ValidationError:
+            return args
 
     def validate_args(self, name: str, args: dict[str, Any]) -> dict[str, str]:
         """Errors by argument name; empty when the tool's own schema accepts the arguments."""
@@ -151,14 +167,25 @@ class GraphRuntime:
 
 
 def open_runtime(
-    *, database_url: str, agent: str, model: str, policy: Policy, workspace: Workspace
+    *,
+    database_url: str,
+    agent: str,
+    model: str,
+    policy: Policy,
+    workspace: Workspace,
+    ledger: EffectLedger | None = None,
 ) -> GraphRuntime:
     checkpointer = open_checkpointer(database_url)
     try:
         graph = build_graph(
             agent,
             checkpointer,
-            offers={"policy": policy, "model": resolve_model(model), "workspace": workspace},
+            offers={
+                "policy": policy,
+                "model": resolve_model(model),
+                "workspace": workspace,
+                "ledger": ledger,
+            },
         )
     except Exception:
         close_checkpointer(checkpointer)

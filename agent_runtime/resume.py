@@ -10,6 +10,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
+from agent_runtime.faults import fault_point
+from agent_runtime.idempotency import keys_for
 from agent_runtime.recording import drift
 from agent_runtime.views import approval_view
 from agent_runtime.wire import (
@@ -46,34 +48,62 @@ def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
     return decisions
 
 
-def resume(engine: ApprovalEngine, request_id: str, *, final_status: str = "resolved") -> None:
+def resume(
+    engine: ApprovalEngine,
+    request_id: str,
+    *,
+    final_status: str = "resolved",
+    recovering: bool = False,
+) -> None:
     """Resume the thread of a claimed request, once, after checking the checkpoint."""
     with engine.db.transaction() as s:
         request = ApprovalRepository(s).get(request_id)
     if request is None or request.status != "resuming":
         return
     with engine.locks.hold(request.run_id):
-        resume_locked(engine, request_id, final_status=final_status)
+        resume_locked(engine, request_id, final_status=final_status, recovering=recovering)
 
 
-def resume_locked(engine: ApprovalEngine, request_id: str, *, final_status: str) -> None:
-    """The body of ``resume``, for callers that already hold the run's thread lock."""
+def resume_locked(
+    engine: ApprovalEngine, request_id: str, *, final_status: str, recovering: bool = False
+) -> None:
+    """The body of ``resume``, for callers that already hold the run's thread lock.
+
+    ``recovering``: a process that claimed this request died. If the checkpoint no longer waits
+    on the interrupt, that process got as far as resuming it: finish what it started (an
+    interrupted step is continued; the idempotency keys keep tools from repeating effects).
+    """
     with engine.db.transaction() as s:
         request = ApprovalRepository(s).get(request_id)
-    if request is None or request.status != "resuming":
+    if request is None or request.status != "resuming" or request.claimed_by != engine.owner:
         return
     run_id = request.run_id
-    problem = _verify_checkpoint(engine, request)
+    fault_point("after_claim")
+    if not engine.runtime.has_checkpoint(run_id):
+        _finish(engine, request_id, status="invalidated", outcome="the run's thread is gone")
+        return
+    try:
+        pending = _pending(engine, request)
+    except UnsupportedInterrupt as exc:
+        _finish(engine, request_id, status="invalidated", outcome=f"unreadable interrupt: {exc}")
+        return
+    problem = drift(request, pending) if pending is not None else None
+    if problem is None and pending is None and not recovering:
+        problem = "the run is no longer waiting for this approval"
     if problem is not None:
         _finish(engine, request_id, status="invalidated", outcome=problem)
         return
+    keys = keys_for(request, engine.runtime.normalized_args)
     try:
-        command = build_resume(_pending(engine, request), _resume_decisions(request))
+        with engine.lease_keeper(request_id):
+            if pending is not None:
+                command = build_resume(pending, _resume_decisions(request))
+                engine.runtime.invoke(command, run_id, keys=keys)
+            elif engine.runtime.state(run_id).next and not engine.runtime.state(run_id).interrupts:
+                engine.runtime.invoke(None, run_id, keys=keys)  # finish the interrupted step
     except InvalidDecisions as exc:
         _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
         return
-    try:
-        engine.runtime.invoke(command, run_id)
     except Exception as exc:
         logger.exception("resume of %s failed", request_id)
         _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
@@ -112,17 +142,6 @@ def _pending(engine: ApprovalEngine, request: ApprovalRequest) -> PendingInterru
     )
 
 
-def _verify_checkpoint(engine: ApprovalEngine, request: ApprovalRequest) -> str | None:
-    """Invariant 4 and 6: the thread must still wait on this interrupt, with these actions."""
-    try:
-        pending = _pending(engine, request)
-    except UnsupportedInterrupt as exc:
-        return f"the run's pending interrupt cannot be read: {exc}"
-    if pending is None:
-        return "the run is no longer waiting for this approval"
-    return drift(request, pending)
-
-
 def _summary(request: ApprovalRequest) -> str:
     return ", ".join(f"{a.tool_name}: {a.outcome}" for a in request.actions)
 
@@ -148,4 +167,5 @@ def _finish(engine: ApprovalEngine, request_id: str, *, status: str, outcome: st
             reason=outcome,
         )
         view = approval_view(request)
-    engine.notifier.approval_updated(view)
+    fault_point("before_card_update")
+    engine.show_card(view)

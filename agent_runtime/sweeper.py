@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,30 +30,11 @@ class SweepResult:
 
 
 class Sweeper:
-    def __init__(self, engine: ApprovalEngine, *, interval: float = 30.0) -> None:
+    def __init__(self, engine: ApprovalEngine) -> None:
         self.engine = engine
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def run_once(self) -> SweepResult:
         return SweepResult(expired=self._expire_due(), reminded=self._remind_due())
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.run_once()
-            except Exception:
-                logger.exception("sweep failed; trying again in %.0fs", self.interval)
 
     def _due(self, *conditions: object) -> list[str]:
         with self.engine.db.transaction() as s:
@@ -144,3 +126,30 @@ class Sweeper:
                 users.update(dict.fromkeys(u for u in spec.users if u not in skip))
                 groups.update(dict.fromkeys(spec.usergroups))
         return Reviewers(users=tuple(users), usergroups=tuple(groups))
+
+
+class Maintenance:
+    """One background thread for the sweeper and the reconciler, every ``interval`` seconds."""
+
+    def __init__(self, tasks: list[Callable[[], object]], *, interval: float = 30.0) -> None:
+        self.tasks = tasks
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="maintenance", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            for task in self.tasks:
+                try:
+                    task()
+                except Exception:
+                    logger.exception("background task failed; trying again in %.0fs", self.interval)

@@ -18,7 +18,8 @@ from agent_runtime.agents.workspace import Workspace
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
 from agent_runtime.policy import load_policy
-from agent_runtime.sweeper import Sweeper
+from agent_runtime.reconciler import Reconciler
+from agent_runtime.sweeper import Maintenance, Sweeper
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor
 from bot.listeners import actions, commands, events, views
@@ -26,6 +27,7 @@ from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
 from store.db import Database
+from store.ledger import EffectLedger
 from store.migrate import upgrade
 from store.models import utcnow
 
@@ -41,10 +43,20 @@ class Bot:
     services: BotServices
     app: App
     sweeper: Sweeper
+    reconciler: Reconciler
+    maintenance: Maintenance
+
+    def start_background(self) -> None:
+        """Finish what a dead process left, then keep sweeping and reconciling."""
+        try:
+            self.reconciler.run_once()
+        except Exception:
+            logger.exception("start-up reconciliation failed; the background loop will retry")
+        self.maintenance.start()
 
     def close(self, *, drain_seconds: float = 30.0) -> None:
         """Finish in-flight work (resumes, runs) before closing the store."""
-        self.sweeper.stop()
+        self.maintenance.stop()
         if not self.services.executor.wait_idle(timeout=drain_seconds):
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
         self.services.executor.shutdown(wait=False)
@@ -90,7 +102,7 @@ def build_bot(
     policy = load_policy(settings.policy_file)
     client = slack_client(settings)
     verify_slack(client, settings)
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, pool_size=settings.db_pool_size)
     upgrade(db.engine)
     runtime = open_runtime(
         database_url=settings.database_url,
@@ -98,6 +110,7 @@ def build_bot(
         model=settings.agent_model,
         policy=policy,
         workspace=Workspace(settings.workspace_dir).ensure(),
+        ledger=EffectLedger(db),
     )
     directory = UsergroupDirectory(client)
     engine = ApprovalEngine(
@@ -107,6 +120,7 @@ def build_bot(
         notifier=SlackNotifier(client),
         usergroup_members=directory.members,
         clock=clock,
+        lease=dt.timedelta(seconds=settings.claim_lease_seconds),
     )
     services = BotServices(
         engine=engine,
@@ -127,11 +141,16 @@ def build_bot(
     install(app, services)
     for group in (commands, actions, views, events):
         group.register(app)
+    sweeper, reconciler = Sweeper(engine), Reconciler(engine)
     return Bot(
         settings=settings,
         db=db,
         runtime=runtime,
         services=services,
         app=app,
-        sweeper=Sweeper(engine),
+        sweeper=sweeper,
+        reconciler=reconciler,
+        maintenance=Maintenance(
+            [sweeper.run_once, reconciler.run_once], interval=settings.maintenance_interval_seconds
+        ),
     )

@@ -109,7 +109,7 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     from bot.app import build_bot
 
     bot = build_bot(settings, http=not socket_mode)
-    bot.sweeper.start()
+    bot.start_background()
     stop = threading.Event()
     if socket_mode:
         from slack_bolt.adapter.socket_mode import SocketModeHandler

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     workspace_dir: Path = Path("workspace")
     worker_threads: int = Field(default=8, ge=1, le=256)
     worker_queue: int = Field(default=200, ge=1, le=100_000)
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
+    maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)
 
     @field_validator("database_url")
     @classmethod

@@ -6,7 +6,6 @@ import logging
 import re
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from agent_runtime.notifier import MessageRef
 from agent_runtime.views import ApprovalView, Reviewers, RunView
@@ -35,13 +34,9 @@ class SlackNotifier:
     def approval_updated(self, approval: ApprovalView) -> None:
         if not approval.card_channel or not approval.card_ts:
             return
-        try:
-            self.client.chat_update(
-                channel=approval.card_channel, ts=approval.card_ts, **approval_card(approval)
-            )
-        except SlackApiError:
-            # The decision is recorded; a stale card must not undo it. The next update repairs it.
-            logger.exception("could not update the card of %s", approval.id)
+        self.client.chat_update(
+            channel=approval.card_channel, ts=approval.card_ts, **approval_card(approval)
+        )
 
     def run_finished(self, run: RunView) -> None:
         self.client.chat_postMessage(

@@ -55,6 +55,7 @@ class Run(Base):
     request_text: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="running")
     result_text: Mapped[str | None] = mapped_column(Text)
+    result_posted: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
@@ -94,6 +95,8 @@ class ApprovalRequest(Base):
     resolved_at: Mapped[dt.datetime | None] = mapped_column()
     remind_at: Mapped[dt.datetime | None] = mapped_column()
     reminded_at: Mapped[dt.datetime | None] = mapped_column()
+    card_status: Mapped[str | None] = mapped_column(String(16))
+    """The status the card in Slack last showed; differs from ``status`` after a crash."""
 
     run: Mapped[Run] = relationship(back_populates="requests")
     actions: Mapped[list[Action]] = relationship(
@@ -170,3 +173,21 @@ class AuditEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     prev_hash: Mapped[str] = mapped_column(String(64), default="")
     hash: Mapped[str] = mapped_column(String(64), default="")
+
+
+class ToolEffect(Base):
+    """The effects ledger: one row per idempotency key, with the result the tool returned."""
+
+    __tablename__ = "tool_effects"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(255))
+    result: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class StoreMeta(Base):
+    __tablename__ = "store_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

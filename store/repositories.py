@@ -85,6 +85,43 @@ class ApprovalRepository:
         )
         return bool(result.rowcount)
 
+    def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
+        result = self.session.execute(
+            update(ApprovalRequest)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.status == "resuming",
+                ApprovalRequest.claimed_by == owner,
+            )
+            .values(claim_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)
+
+    def take_over(
+        self, request_id: str, *, owner: str, now: dt.datetime, lease: dt.timedelta
+    ) -> bool:
+        """Claim a request whose owner's lease ran out (it died); one taker wins."""
+        result = self.session.execute(
+            update(ApprovalRequest)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.status == "resuming",
+                ApprovalRequest.claim_expires_at <= now,
+            )
+            .values(claimed_by=owner, claim_expires_at=now + lease)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)
+
+    def mark_card(self, request_id: str, *, status: str) -> None:
+        self.session.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_status=status)
+            .execution_options(synchronize_session=False)
+        )
+
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
         request.status = status
         request.outcome = outcome
@@ -96,7 +133,7 @@ class ApprovalRepository:
         self.session.execute(
             update(ApprovalRequest)
             .where(ApprovalRequest.id == request_id)
-            .values(card_channel=channel, card_ts=ts)
+            .values(card_channel=channel, card_ts=ts, card_status="pending")
             .execution_options(synchronize_session=False)
         )
 

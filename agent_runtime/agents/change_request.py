@@ -18,6 +18,7 @@ from langgraph.types import Checkpointer
 from agent_runtime.agents.tools import SELF_REVIEWING, make_tools
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.policy import Policy
+from store.ledger import EffectLedger
 
 SYSTEM_PROMPT = (
     "You carry out change requests in the project workspace. Use the tools; risky ones are "
@@ -61,9 +62,10 @@ def _build(
     model: BaseChatModel | str,
     workspace: Workspace,
     per_call: bool,
+    ledger: EffectLedger | None,
 ) -> CompiledStateGraph:
     """Build twice: the first build tells which tools Deep Agents adds, so none runs ungated."""
-    tools = make_tools(workspace)
+    tools = make_tools(workspace, ledger)
     probe = create_deep_agent(model, tools, subagents=[_coordinator(tools, [])])
     gates = interrupt_on_from_policy(policy, _tools_of(probe))
     if per_call:
@@ -89,14 +91,28 @@ def _build(
 
 
 def build_agent(
-    checkpointer: Checkpointer, *, policy: Policy, model: BaseChatModel | str, workspace: Workspace
+    checkpointer: Checkpointer,
+    *,
+    policy: Policy,
+    model: BaseChatModel | str,
+    workspace: Workspace,
+    ledger: EffectLedger | None = None,
 ) -> CompiledStateGraph:
     """One interrupt per model turn (a batch of actions on one card)."""
-    return _build(checkpointer, policy=policy, model=model, workspace=workspace, per_call=False)
+    return _build(
+        checkpointer, policy=policy, model=model, workspace=workspace, per_call=False, ledger=ledger
+    )
 
 
 def build_per_call_agent(
-    checkpointer: Checkpointer, *, policy: Policy, model: BaseChatModel | str, workspace: Workspace
+    checkpointer: Checkpointer,
+    *,
+    policy: Policy,
+    model: BaseChatModel | str,
+    workspace: Workspace,
+    ledger: EffectLedger | None = None,
 ) -> CompiledStateGraph:
     """One ``tool_approval`` interrupt per gated call (``AGENT=...:build_per_call_agent``)."""
-    return _build(checkpointer, policy=policy, model=model, workspace=workspace, per_call=True)
+    return _build(
+        checkpointer, policy=policy, model=model, workspace=workspace, per_call=True, ledger=ledger
+    )

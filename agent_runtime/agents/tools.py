@@ -6,11 +6,14 @@ import difflib
 import shutil
 from typing import Literal
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.types import interrupt
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.idempotency import run_once
 from agent_runtime.wire import review_request
+from store.ledger import EffectLedger
 
 EXAMPLE_TOOL_NAMES = (
     "read_public_report",
@@ -53,7 +56,9 @@ def _file_change_review(workspace: Workspace, path: str, content: str) -> dict[s
     )
 
 
-def make_tools(workspace: Workspace) -> list[BaseTool]:
+def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list[BaseTool]:
+    """Side effects run through the ledger: a repeated approved call returns the first result."""
+
     @tool
     def read_public_report(path: str) -> str:
         """Read a report from the workspace."""
@@ -61,37 +66,52 @@ def make_tools(workspace: Workspace) -> list[BaseTool]:
 
     @tool
     def publish_report(
+        config: RunnableConfig,
         path: str,
         channel: Literal["public", "internal"] = "public",
         notify_subscribers: bool = True,
     ) -> str:
         """Publish a report from the workspace to a channel (public or internal)."""
-        source = workspace.resolve(path)
-        target = workspace.resolve(f"published/{channel}/{source.name}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        workspace.record_effect(
-            "publish_report", path=path, channel=channel, notify=notify_subscribers
-        )
-        return f"published {path} to {channel}"
+
+        def effect() -> str:
+            source = workspace.resolve(path)
+            target = workspace.resolve(f"published/{channel}/{source.name}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            workspace.record_effect(
+                "publish_report", path=path, channel=channel, notify=notify_subscribers
+            )
+            return f"published {path} to {channel}"
+
+        args = {"path": path, "channel": channel, "notify_subscribers": notify_subscribers}
+        return run_once(ledger, config, "publish_report", args, effect)
 
     @tool
-    def send_external_message(recipient: str, text: str) -> str:
+    def send_external_message(config: RunnableConfig, recipient: str, text: str) -> str:
         """Send a message to someone outside the company."""
-        workspace.record_effect("send_external_message", recipient=recipient, text=text)
-        return f"message sent to {recipient}"
+
+        def effect() -> str:
+            workspace.record_effect("send_external_message", recipient=recipient, text=text)
+            return f"message sent to {recipient}"
+
+        args = {"recipient": recipient, "text": text}
+        return run_once(ledger, config, "send_external_message", args, effect)
 
     @tool
-    def delete_project_file(path: str) -> str:
+    def delete_project_file(config: RunnableConfig, path: str) -> str:
         """Delete a file from the project workspace."""
-        target = workspace.resolve(path)
-        target.unlink()
-        workspace.record_effect("delete_project_file", path=path)
-        return f"deleted {path}"
+
+        def effect() -> str:
+            workspace.resolve(path).unlink()
+            workspace.record_effect("delete_project_file", path=path)
+            return f"deleted {path}"
+
+        return run_once(ledger, config, "delete_project_file", {"path": path}, effect)
 
     @tool(extras={SELF_REVIEWING: True})
-    def replace_text_file(path: str, content: str) -> str:
+    def replace_text_file(config: RunnableConfig, path: str, content: str) -> str:
         """Replace the whole content of a text file in the workspace (reviewed with a diff)."""
+        asked = {"path": path, "content": content}
         answer = interrupt(_file_change_review(workspace, path, content))
         if answer.get("type") == "reject":
             return f"Not changed: a reviewer rejected it ({answer.get('message', 'no reason')})."
@@ -100,11 +120,15 @@ def make_tools(workspace: Workspace) -> list[BaseTool]:
             content = str(answer["args"].get("content", content))
         elif answer.get("type") != "approve":
             return f"Not changed: unexpected review answer {answer.get('type')!r}."
-        target = workspace.resolve(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        workspace.record_effect("replace_text_file", path=path, size=len(content))
-        return f"replaced {path} ({len(content)} characters)"
+
+        def effect() -> str:
+            target = workspace.resolve(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+            workspace.record_effect("replace_text_file", path=path, size=len(content))
+            return f"replaced {path} ({len(content)} characters)"
+
+        return run_once(ledger, config, "replace_text_file", asked, effect)
 
     @tool
     def ask_user(question: str) -> str:

@@ -14,6 +14,7 @@ from agent_runtime.graph_runtime import DEFAULT_AGENT, open_runtime
 from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import load_policy
 from store.db import Database
+from store.ledger import EffectLedger
 from store.migrate import upgrade
 from store.models import utcnow
 
@@ -68,7 +69,12 @@ def make_env(
     policy = load_policy(None)
     workspace = Workspace(tmp_path / "ws").ensure()
     runtime = open_runtime(
-        database_url=url, agent=agent, model="offline", policy=policy, workspace=workspace
+        database_url=url,
+        agent=agent,
+        model="offline",
+        policy=policy,
+        workspace=workspace,
+        ledger=EffectLedger(db),
     )
     notes = Recorder()
     engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)

@@ -63,7 +63,7 @@ def test_resume_never_starts_a_fresh_run_when_the_thread_is_gone(env):
     with env.db.transaction() as s:
         request = s.scalars(select(ApprovalRequest)).one()
         assert request.status == "invalidated"
-        assert "no longer waiting" in request.outcome
+        assert "thread is gone" in request.outcome
     assert not env.engine.runtime.has_checkpoint(run_id), "nothing was started from START"
     assert env.workspace.effects() == []
 

@@ -1,0 +1,138 @@
+"""Finishes what a dead process left, at start-up and periodically; safe with several replicas.
+
+- An approval still ``resuming`` after its owner's lease ran out is taken over (one taker wins)
+  and resumed again; if the checkpoint shows the resume already happened, its outcome is read
+  from the checkpoint and recorded.
+- Cards whose Slack message shows an older status are re-rendered.
+- Finished runs whose result never reached the thread are posted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import or_, select, update
+
+from agent_runtime import resume
+from agent_runtime.views import approval_view, run_view
+from store.models import ApprovalRequest, Run
+from store.repositories import ApprovalRepository, AuditRepository
+
+if TYPE_CHECKING:
+    from agent_runtime.engine import ApprovalEngine
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    resumed: int
+    cards: int
+    results: int
+
+
+class Reconciler:
+    def __init__(self, engine: ApprovalEngine) -> None:
+        self.engine = engine
+
+    def run_once(self) -> ReconcileResult:
+        return ReconcileResult(
+            resumed=self._take_over_stale_claims(),
+            cards=self._repair_cards(),
+            results=self._post_missing_results(),
+        )
+
+    def _take_over_stale_claims(self) -> int:
+        engine = self.engine
+        now = engine.clock()
+        with engine.db.transaction() as s:
+            stale = list(
+                s.scalars(
+                    select(ApprovalRequest.id).where(
+                        ApprovalRequest.status == "resuming",
+                        ApprovalRequest.claim_expires_at <= now,
+                    )
+                )
+            )
+        done = 0
+        for request_id in stale:
+            with engine.db.transaction() as s:
+                won = ApprovalRepository(s).take_over(
+                    request_id, owner=engine.owner, now=now, lease=engine.lease
+                )
+                if won:
+                    AuditRepository(s).record(
+                        "resume_taken_over",
+                        request_id=request_id,
+                        detail={"owner": engine.owner},
+                    )
+            if not won:
+                continue
+            with engine.db.transaction() as s:
+                request = ApprovalRepository(s).get(request_id)
+                expired = request is not None and any(
+                    a.outcome == "expired" for a in request.actions
+                )
+            resume.resume(
+                engine,
+                request_id,
+                final_status="expired" if expired else "resolved",
+                recovering=True,
+            )
+            done += 1
+        return done
+
+    def _repair_cards(self) -> int:
+        engine = self.engine
+        with engine.db.transaction() as s:
+            stale = list(
+                s.scalars(
+                    select(ApprovalRequest)
+                    .where(
+                        ApprovalRequest.card_ts.is_not(None),
+                        ApprovalRequest.status != "resuming",
+                        or_(
+                            ApprovalRequest.card_status.is_(None),
+                            ApprovalRequest.card_status != ApprovalRequest.status,
+                        ),
+                    )
+                    .limit(100)
+                )
+            )
+            views = [approval_view(r) for r in stale]
+        for view in views:
+            engine.show_card(view)
+        return len(views)
+
+    def _post_missing_results(self) -> int:
+        engine = self.engine
+        settled = engine.clock() - engine.lease
+        with engine.db.transaction() as s:
+            candidates = list(
+                s.scalars(
+                    select(Run.id)
+                    .where(
+                        Run.status.in_(("completed", "failed")),
+                        Run.result_posted.is_(False),
+                        Run.updated_at <= settled,
+                    )
+                    .limit(100)
+                )
+            )
+        posted = 0
+        for run_id in candidates:
+            with engine.db.transaction() as s:
+                won = s.execute(
+                    update(Run)
+                    .where(Run.id == run_id, Run.result_posted.is_(False))
+                    .values(result_posted=True)
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+                run = s.get(Run, run_id) if won else None
+                view = run_view(run) if run is not None else None
+            if view is not None:
+                engine.post_result(view)
+                posted += 1
+        return posted
