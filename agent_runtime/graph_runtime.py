@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.encryption import checkpoint_serde
 from agent_runtime.errors import AgentLoadError
 from agent_runtime.idempotency import CONFIG_KEY
 from agent_runtime.offline_model import OfflineChatModel
@@ -32,12 +33,16 @@ from store.ledger import EffectLedger
 DEFAULT_AGENT = "agent_runtime.agents.change_request:build_agent"
 
 
-def open_checkpointer(database_url: str, *, pool_size: int = 10) -> BaseCheckpointSaver:
-    """SqliteSaver on the SQLite file, or PostgresSaver on a pool configured as it requires."""
+def open_checkpointer(
+    database_url: str, *, pool_size: int = 10, key: bytes | None = None
+) -> BaseCheckpointSaver:
+    """SqliteSaver on the SQLite file, or PostgresSaver on a pool configured as it requires;
+    checkpoints encrypted when a key is given."""
+    serde = checkpoint_serde(key)
     if is_sqlite(database_url):
         conn = sqlite3.connect(sqlite_path(database_url), check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, serde=serde)
     else:
         pool = ConnectionPool(
             _libpq_url(database_url),
@@ -46,7 +51,7 @@ def open_checkpointer(database_url: str, *, pool_size: int = 10) -> BaseCheckpoi
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             open=True,
         )
-        saver = PostgresSaver(pool)  # type: ignore[arg-type]
+        saver = PostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
     saver.setup()
     return saver
 
@@ -174,8 +179,10 @@ def open_runtime(
     policy: Policy,
     workspace: Workspace,
     ledger: EffectLedger | None = None,
+    key: bytes | None = None,
+    pool_size: int = 10,
 ) -> GraphRuntime:
-    checkpointer = open_checkpointer(database_url)
+    checkpointer = open_checkpointer(database_url, pool_size=pool_size, key=key)
     try:
         graph = build_graph(
             agent,

@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ReconcileResult:
     resumed: int
+    advanced: int
     cards: int
     results: int
 
@@ -40,9 +41,46 @@ class Reconciler:
     def run_once(self) -> ReconcileResult:
         return ReconcileResult(
             resumed=self._take_over_stale_claims(),
+            advanced=self._advance_stalled_runs(),
             cards=self._repair_cards(),
             results=self._post_missing_results(),
         )
+
+    def _advance_stalled_runs(self) -> int:
+        """A run left waiting with no open approval: its last resume finished but the process
+        died before recording what came next (a new interrupt, or the result)."""
+        engine = self.engine
+        settled = engine.clock() - engine.lease
+        open_requests = select(ApprovalRequest.run_id).where(
+            ApprovalRequest.status.in_(("pending", "resuming"))
+        )
+        with engine.db.transaction() as s:
+            stalled = list(
+                s.scalars(
+                    select(Run.id)
+                    .where(
+                        Run.status == "waiting",
+                        Run.updated_at <= settled,
+                        Run.id.not_in(open_requests),
+                    )
+                    .limit(100)
+                )
+            )
+        for run_id in stalled:
+            with engine.locks.hold(run_id):
+                with engine.db.transaction() as s:
+                    still = s.scalar(select(Run.status).where(Run.id == run_id)) == "waiting"
+                    open_now = s.scalar(
+                        select(ApprovalRequest.id)
+                        .where(
+                            ApprovalRequest.run_id == run_id,
+                            ApprovalRequest.status.in_(("pending", "resuming")),
+                        )
+                        .limit(1)
+                    )
+                if still and open_now is None:
+                    engine._advance(run_id)
+        return len(stalled)
 
     def _take_over_stale_claims(self) -> int:
         engine = self.engine

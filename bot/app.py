@@ -15,6 +15,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.encryption import verify_key
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
 from agent_runtime.policy import load_policy
@@ -104,6 +105,8 @@ def build_bot(
     verify_slack(client, settings)
     db = Database(settings.database_url, pool_size=settings.db_pool_size)
     upgrade(db.engine)
+    key = settings.encryption_key()
+    verify_key(db, key)
     runtime = open_runtime(
         database_url=settings.database_url,
         agent=settings.agent,
@@ -111,6 +114,8 @@ def build_bot(
         policy=policy,
         workspace=Workspace(settings.workspace_dir).ensure(),
         ledger=EffectLedger(db),
+        key=key,
+        pool_size=settings.db_pool_size,
     )
     directory = UsergroupDirectory(client)
     engine = ApprovalEngine(

@@ -26,9 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("demo", help="an offline walkthrough in a local Slack sandbox")
     db = commands.add_parser("db", help="database commands")
-    db.add_subparsers(dest="db_command", required=True).add_parser(
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_commands.add_parser(
         "upgrade", help="create or migrate the store and the checkpointer tables"
     )
+    prune = db_commands.add_parser("prune", help="delete finished runs' checkpoints")
+    prune.add_argument("--older-than", default="30d", help="e.g. 30d, 12h (default 30d)")
     audit = commands.add_parser("audit", help="audit log commands")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     export = audit_commands.add_parser("export", help="write the audit log")
@@ -49,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bot.demo import run_demo
 
             return run_demo()
+        if args.command == "db" and args.db_command == "prune":
+            return _db_prune(args.older_than)
         if args.command == "db":
             return _db_upgrade()
         if args.command == "audit" and args.audit_command == "verify":
@@ -72,6 +77,26 @@ def _db_upgrade() -> int:
     close_checkpointer(open_checkpointer(settings.database_url))
     db.dispose()
     print(f"store at revision {revision}; checkpointer tables ready")
+    return 0
+
+
+def _db_prune(older_than: str) -> int:
+    from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
+    from agent_runtime.policy import parse_duration
+    from agent_runtime.retention import prune_checkpoints
+    from store.db import Database
+
+    try:
+        span = parse_duration(older_than)
+    except ValueError as exc:
+        raise ConfigError(f"--older-than: {exc}") from None
+    settings = load_settings()
+    db = Database(settings.database_url)
+    checkpointer = open_checkpointer(settings.database_url, key=settings.encryption_key())
+    count = prune_checkpoints(db, checkpointer, older_than=span)  # type: ignore[arg-type]
+    close_checkpointer(checkpointer)
+    db.dispose()
+    print(f"deleted the checkpoints of {count} finished runs older than {older_than}")
     return 0
 
 

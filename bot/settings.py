@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent_runtime.encryption import CheckpointKeyError, parse_key
 from agent_runtime.graph_runtime import DEFAULT_AGENT
 from store.db import DatabaseUrlError, sqlalchemy_url
 
@@ -66,6 +67,20 @@ class Settings(BaseSettings):
         if value is not None and not value.get_secret_value().startswith("xapp-"):
             raise ValueError("must be an app-level token starting with xapp-")
         return value
+
+    @field_validator("checkpoint_encryption_key")
+    @classmethod
+    def _encryption_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            try:
+                parse_key(value.get_secret_value())
+            except CheckpointKeyError as exc:
+                raise ValueError(str(exc).split(": ", 1)[-1]) from None
+        return value
+
+    def encryption_key(self) -> bytes | None:
+        key = self.checkpoint_encryption_key
+        return parse_key(key.get_secret_value()) if key is not None else None
 
     @property
     def socket_mode(self) -> bool:
