@@ -62,6 +62,7 @@ def make_env(
     *,
     url: str | None = None,
     clock: Callable[[], dt.datetime] = utcnow,
+    key: bytes | None = None,
 ) -> Env:
     url = url or f"sqlite:///{tmp_path / 'e.db'}"
     db = Database(url)
@@ -75,6 +76,7 @@ def make_env(
         policy=policy,
         workspace=workspace,
         ledger=EffectLedger(db),
+        key=key,
     )
     notes = Recorder()
     engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)

@@ -1,0 +1,35 @@
+"""Pruning deletes finished runs' checkpoints and keeps runs, decisions and the audit chain."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select
+
+from agent_runtime.retention import prune_checkpoints
+from store.audit_chain import verify
+from store.models import Decision, Run
+from store.repositories import AuditRepository
+from tests.agent_runtime.engine_env import REVIEWER, make_env, paused_run
+
+
+def test_prune_removes_finished_checkpoints_only_and_keeps_the_record(tmp_path, pg_url):
+    env = make_env(tmp_path, url=pg_url)
+    done_run, action_id = paused_run(env)
+    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    waiting_run, _ = paused_run(env, 'delete_project_file {"path": "notes/old.txt"}')
+    runtime = env.engine.runtime
+    assert runtime.has_checkpoint(done_run) and runtime.has_checkpoint(waiting_run)
+
+    assert prune_checkpoints(env.db, runtime.checkpointer, older_than=dt.timedelta(days=1)) == 0
+    assert prune_checkpoints(env.db, runtime.checkpointer, older_than=dt.timedelta(0)) == 1
+
+    assert not runtime.has_checkpoint(done_run)
+    assert runtime.has_checkpoint(waiting_run), "a paused run keeps its checkpoint"
+    with env.db.transaction() as s:
+        assert {r.status for r in s.scalars(select(Run))} == {"completed", "waiting"}
+        assert len(s.scalars(select(Decision)).all()) == 1
+        report = verify(AuditRepository(s).iter_all())
+        kinds = [e.kind for e in AuditRepository(s).iter_all()]
+    assert report.intact
+    assert "decision_recorded" in kinds and kinds[-1] == "checkpoints_pruned"
