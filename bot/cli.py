@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -159,7 +160,8 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
 def _wait_for_signal(stop: threading.Event) -> None:
     def handle(signum: int, _frame: object) -> None:
         if stop.is_set():
-            raise SystemExit(1)  # a second signal: leave at once
+            logger.warning("second signal: exiting now, without waiting for in-flight work")
+            os._exit(1)
         logger.info("signal %s: finishing in-flight work, then stopping", signum)
         stop.set()
 
