@@ -54,3 +54,22 @@ def test_run_resumes_after_the_bot_process_is_killed(pg_url, sandbox, tmp_path: 
     effects = Workspace(tmp_path / "workspace").effects()
     assert [e["tool"] for e in effects] == ["send_external_message"]
     assert returncode == 0, "SIGTERM stops the bot cleanly"
+
+
+def test_sigterm_finishes_the_resume_in_flight_before_exiting(pg_url, sandbox, tmp_path: Path):
+    env = bot_env(sandbox, pg_url, tmp_path / "workspace")
+    state = sandbox.state
+    bot = BotProcess(env, sandbox)
+    bot.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+    root = state.wait_for(lambda: next(iter(state.top_level(people.CHANNEL)), None))
+    card = state.wait_for(
+        lambda: next((m for m in state.thread(people.CHANNEL, root.ts) if buttons(m)), None)
+    )
+    approve = next(b for b in buttons(card) if b.text == "Approve")
+    assert bot.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve).status == 200
+    assert bot.stop() == 0  # SIGTERM right after the ack, while the resume runs
+
+    thread = [m.text for m in state.thread(people.CHANNEL, root.ts)]
+    assert any(t.startswith("Run finished") for t in thread), "the run was finished before exit"
+    effects = Workspace(tmp_path / "workspace").effects()
+    assert [e["tool"] for e in effects] == ["send_external_message"]
