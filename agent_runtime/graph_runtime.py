@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import os
 import sqlite3
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +30,7 @@ from agent_runtime.errors import AgentLoadError
 from agent_runtime.idempotency import CONFIG_KEY
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.policy import Policy
+from agent_runtime.workflow_audit import workflow_audit
 from store.db import is_sqlite, sqlite_path
 from store.ledger import EffectLedger
 
@@ -67,19 +71,44 @@ def _libpq_url(database_url: str) -> str:
     return "postgresql://" + rest if scheme.startswith("postgres") else database_url
 
 
+PROVIDERS = {
+    # provider prefix: (package to import, pip extra, API key variable)
+    "openai": ("langchain_openai", "openai", "OPENAI_API_KEY"),
+    "anthropic": ("langchain_anthropic", "anthropic", "ANTHROPIC_API_KEY"),
+}
+
+
 def resolve_model(spec: str) -> BaseChatModel:
+    """``offline``, or a LangChain ``provider:model``; a missing package or key is one clear
+    error at start-up, not a failure at the first request."""
     if spec == "offline":
         return OfflineChatModel()
+    provider, _, name = spec.partition(":")
+    if not name:
+        raise AgentLoadError(f"AGENT_MODEL {spec!r}: use offline or provider:model")
+    known = PROVIDERS.get(provider)
+    if known is not None:
+        package, extra, key = known
+        if importlib.util.find_spec(package) is None:
+            raise AgentLoadError(
+                f"AGENT_MODEL {spec!r} needs the {package.replace('_', '-')} package: "
+                f"pip install 'slack-approval-bot[{extra}]'"
+            )
+        if not os.environ.get(key):
+            raise AgentLoadError(f"AGENT_MODEL {spec!r} needs {key} in the environment")
     try:
         return init_chat_model(spec)
-    except Exception as exc:  # any provider failure must stop start-up with one line
-        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {exc}") from exc
+    except Exception as exc:  # any other provider failure must stop start-up with one line
+        detail = " ".join(str(exc).split())[:300]
+        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {detail}") from exc
 
 
 def load_factory(spec: str) -> Callable[..., CompiledStateGraph]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise AgentLoadError(f"AGENT {spec!r} must look like package.module:function")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # like other app servers: modules beside you are found
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -192,6 +221,7 @@ def open_runtime(
                 "model": resolve_model(model),
                 "workspace": workspace,
                 "ledger": ledger,
+                "audit": workflow_audit(ledger.db) if ledger is not None else None,
             },
         )
     except Exception:

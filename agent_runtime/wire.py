@@ -122,6 +122,11 @@ def _parse_review(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterru
         extra={
             "review_kind": str(value.get("kind", "review")),
             "preview": str(value.get("preview", ""))[:20_000],
+            **(
+                {"evidence": dict(value["evidence"])}
+                if isinstance(value.get("evidence"), Mapping)
+                else {}
+            ),
         },
     )
     return PendingInterrupt(interrupt_id=interrupt_id, kind="review", actions=(spec,))
@@ -135,6 +140,7 @@ def review_request(
     description: str,
     preview: str = "",
     allowed_decisions: Sequence[str] = ("approve", "edit", "reject"),
+    evidence: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The payload a tool passes to ``interrupt()`` to ask for a review of its own.
 
@@ -149,6 +155,7 @@ def review_request(
         "preview": preview,
         "action": {"name": name, "args": args},
         "allowed_decisions": list(allowed_decisions),
+        **({"evidence": evidence} if evidence else {}),
     }
 
 

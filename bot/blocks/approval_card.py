@@ -99,6 +99,9 @@ def _action_blocks(
     if fields:
         first["fields"] = fields
     blocks = [{"type": "divider"}, first]
+    evidence = (action.extra or {}).get("evidence")
+    if isinstance(evidence, dict) and evidence:
+        blocks.append(_section(_evidence(evidence)))
     if preview and not compact:
         blocks.append(_section("*Preview*\n" + code_block(str(preview), 1500)))
         truncated |= len(str(preview)) > 1400
@@ -115,6 +118,24 @@ def _action_blocks(
     if buttons:
         blocks.append(buttons)
     return blocks
+
+
+def _evidence(evidence: dict[str, Any]) -> str:
+    """What the checks found, as the workflow reported it (agent data: escaped)."""
+    lines = ["*Evidence*"]
+    if evidence.get("rubric_verdict"):
+        lines.append(f"Rubric verdict: *{mrkdwn(str(evidence['rubric_verdict']), 60)}*")
+    for item in list(evidence.get("criteria") or [])[:10]:
+        if not isinstance(item, dict):
+            continue
+        mark = ":white_check_mark:" if item.get("verdict") == "pass" else ":x:"
+        line = f"{mark} {mrkdwn(str(item.get('name', '')), 120)}"
+        if item.get("gap"):
+            line += f": {mrkdwn(str(item['gap']), 200)}"
+        lines.append(line)
+    if evidence.get("content_hash"):
+        lines.append(f"Content hash (sha256): `{mrkdwn(str(evidence['content_hash']), 64)}`")
+    return "\n".join(lines)[:3000]
 
 
 def _diff(action: ActionView) -> str:

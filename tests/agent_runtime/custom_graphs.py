@@ -27,3 +27,25 @@ def custom_interrupt_graph(checkpointer):  # type: ignore[no-untyped-def]
 
 def not_a_graph(checkpointer):  # type: ignore[no-untyped-def]
     return "nope"
+
+
+def stubborn_publish(checkpointer, **offers):  # type: ignore[no-untyped-def]
+    """A drafter that never adds what the rubric asks for."""
+    from agent_runtime.agents import rubric
+    from agent_runtime.agents.publish_workflow import build_publish_workflow
+
+    return build_publish_workflow(
+        checkpointer,
+        workspace=offers["workspace"],
+        drafter=lambda request, sales, feedback: rubric.offline_draft(request, sales, []),
+        max_iterations=2,
+    )
+
+
+def broken_grader_publish(checkpointer, **offers):  # type: ignore[no-untyped-def]
+    from agent_runtime.agents.publish_workflow import build_publish_workflow
+
+    def grader(report, sales):  # type: ignore[no-untyped-def]
+        raise RuntimeError("grader model unavailable")
+
+    return build_publish_workflow(checkpointer, workspace=offers["workspace"], grader=grader)
