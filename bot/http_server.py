@@ -30,7 +30,7 @@ class Frontend:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if path == "/slack/events" and method == "POST":
             self.bot.services.metrics.inc("http_requests")
-            return self.slack(environ, start_response)
+            return self._slack(environ, start_response)
         if path == "/healthz" and method == "GET":
             return self._health(start_response)
         if path == "/metrics" and method == "GET":
@@ -38,6 +38,18 @@ class Frontend:
             body = self.bot.services.metrics.render(gauges)
             return _reply(start_response, "200 OK", body, "text/plain; version=0.0.4")
         return _reply(start_response, "404 Not Found", "not found\n")
+
+    def _slack(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """Bolt parses the body after checking the signature; a signed body it cannot parse
+        (not an object, no payload, wrong types) is the sender's error, not ours: 400."""
+        try:
+            return self.slack(environ, start_response)
+        except Exception:
+            logger.warning("malformed Slack request refused", exc_info=True)
+            self.bot.services.metrics.inc("malformed_requests")
+            return _reply(start_response, "400 Bad Request", "malformed request\n")
 
     def _health(self, start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:

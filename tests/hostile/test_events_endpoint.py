@@ -1,0 +1,173 @@
+"""Hostile requests to /slack/events: always a 4xx or a clear answer, never a 5xx, and nothing
+changes but the audit of refused attempts."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlencode
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select
+
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
+from store.models import ApprovalRequest, AuditEvent, Decision, Run
+from tests.bot.flows import SEND, button, start_run
+
+HOSTILE_SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=10), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+ACTION_IDS = [
+    "approval.approve",
+    "approval.reject",
+    "approval.edit",
+    "approval.respond",
+    "approval.approve_all",
+    "approval.view_args",
+    "approval.view_args_page",
+    "nope",
+]
+
+
+def snapshot(h):  # type: ignore[no-untyped-def]
+    with h.bot.db.transaction() as s:
+        return (
+            s.scalar(select(func.count()).select_from(Run)),
+            s.scalar(select(func.count()).select_from(Decision)),
+            tuple(s.scalars(select(ApprovalRequest.status))),
+            s.scalar(
+                select(func.count()).select_from(AuditEvent).where(AuditEvent.outcome != "refused")
+            ),
+        )
+
+
+@pytest.fixture
+def paused(serve_bot, sqlite_url):  # type: ignore[no-untyped-def]
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+    return h, card
+
+
+def _block_action(card, action_id, value, *, user=None, team=None, drop=()):  # type: ignore[no-untyped-def]
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user or people.RELEASE_MANAGER, "team_id": team or "T0SANDBOX"},
+        "team": {"id": team or "T0SANDBOX"},
+        "container": {"type": "message", "channel_id": card.channel, "message_ts": card.ts},
+        "channel": {"id": card.channel},
+        "trigger_id": "1.2.bad",
+        "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}],
+    }
+    for key in drop:
+        payload.pop(key, None)
+    return payload
+
+
+@HOSTILE_SETTINGS
+@given(
+    body=st.one_of(
+        st.text(max_size=200),
+        st.builds(lambda v: urlencode({"payload": json.dumps(v)}), json_values),
+        st.builds(lambda v: urlencode({"payload": v}), st.text(max_size=100)),
+        st.builds(json.dumps, json_values),
+        st.builds(
+            urlencode,
+            st.dictionaries(st.text(max_size=12), st.text(max_size=20), max_size=5),
+        ),
+    ),
+    content_type=st.sampled_from(
+        ["application/x-www-form-urlencoded", "application/json", "text/plain"]
+    ),
+)
+def test_signed_garbage_never_gets_a_5xx_or_changes_state(paused, body, content_type):
+    h, _card = paused
+    before = snapshot(h)
+    reply = h.driver.post(body, content_type=content_type)
+    assert reply.status < 500, (reply.status, body)
+    assert snapshot(h) == before
+
+
+@HOSTILE_SETTINGS
+@given(
+    action_id=st.sampled_from(ACTION_IDS),
+    value=st.one_of(st.text(max_size=80), st.sampled_from(["", "act_" + "0" * 32, "apr_x:9"])),
+    drop=st.lists(st.sampled_from(["user", "team", "container", "channel", "actions"]), max_size=2),
+)
+def test_malformed_or_forged_clicks_are_refused_without_state_change(
+    paused, action_id, value, drop
+):
+    h, card = paused
+    before = snapshot(h)
+    payload = _block_action(card, action_id, value, drop=tuple(drop))
+    reply = h.driver.post(urlencode({"payload": json.dumps(payload)}))
+    assert reply.status < 500
+    assert snapshot(h) == before
+
+
+def test_unsigned_wrongly_signed_stale_and_oversize_requests_are_4xx(paused):
+    h, card = paused
+    before = snapshot(h)
+    approve = button(card, "Approve")
+    good = urlencode(
+        {
+            "payload": json.dumps(
+                h.driver.block_action_payload(
+                    user=people.RELEASE_MANAGER, message=card, button=approve
+                )
+            )
+        }
+    )
+    assert h.driver.post(good, signature="").status == 401
+    assert h.driver.post(good, signature="v0=" + "f" * 64).status == 401
+    assert h.driver.post(good, signature="v1=abc").status == 401
+    assert h.driver.post(good, timestamp=int(time.time()) - 3600).status == 401
+    assert h.driver.post(good, timestamp=int(time.time()) + 3600).status == 401
+    assert h.driver.post("x" * (2 * 1024 * 1024)).status == 413
+    assert snapshot(h) == before
+
+
+def test_a_replayed_click_is_told_it_is_already_decided(paused):
+    h, card = paused
+    approve = button(card, "Approve")
+    payload = urlencode(
+        {
+            "payload": json.dumps(
+                h.driver.block_action_payload(
+                    user=people.RELEASE_MANAGER, message=card, button=approve
+                )
+            )
+        }
+    )
+    ts = int(time.time())
+    assert h.driver.post(payload, timestamp=ts).status == 200
+    h.state.wait_for(lambda: not buttons(h.state.message(card.channel, card.ts)))
+    after_first = snapshot(h)
+    assert h.driver.post(payload, timestamp=ts).status == 200  # the very same signed request
+    note = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))
+    assert note[-1].text == "This action has already been decided; nothing changed."
+    assert snapshot(h)[:3] == after_first[:3]
+
+
+def test_a_click_from_another_workspace_is_refused(paused):
+    h, card = paused
+    before = snapshot(h)
+    approve = button(card, "Approve")
+    reply = h.driver.click(
+        user=people.RELEASE_MANAGER, message=card, button=approve, team_id="T0OTHER"
+    )
+    assert reply.status == 200
+    note = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))
+    assert "another workspace" in note[-1].text
+    assert snapshot(h) == before
