@@ -7,7 +7,11 @@ still holds the very interrupt that was decided, with the very actions that were
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from langgraph.types import StateSnapshot
+from sqlalchemy.orm import Session
 
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
@@ -79,11 +83,12 @@ def resume_locked(
         return
     run_id = request.run_id
     fault_point("after_claim")
-    if not engine.runtime.has_checkpoint(run_id):
+    before = engine.runtime.state(run_id)
+    if before.created_at is None:  # no checkpoint at all: never start the thread afresh
         _finish(engine, request_id, status="invalidated", outcome="the run's thread is gone")
         return
     try:
-        pending = _pending(engine, request)
+        pending = _pending(before, request)
     except UnsupportedInterrupt as exc:
         _finish(engine, request_id, status="invalidated", outcome=f"unreadable interrupt: {exc}")
         return
@@ -99,7 +104,7 @@ def resume_locked(
             if pending is not None:
                 command = build_resume(pending, _resume_decisions(request))
                 engine.runtime.invoke(command, run_id, keys=keys)
-            elif engine.runtime.state(run_id).next and not engine.runtime.state(run_id).interrupts:
+            elif before.next and not before.interrupts:
                 engine.runtime.invoke(None, run_id, keys=keys)  # finish the interrupted step
     except InvalidDecisions as exc:
         _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
@@ -109,15 +114,22 @@ def resume_locked(
         _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
         engine._fail_run(run_id, f"The agent failed after the decision: {exc}")
         return
-    _record_tool_outcomes(engine, request)
-    _finish(engine, request_id, status=final_status, outcome=_summary(request))
-    engine._advance(run_id)
+    after = engine.runtime.state(run_id)
+    _finish(
+        engine,
+        request_id,
+        status=final_status,
+        outcome=_summary(request),
+        record=lambda s: _record_tool_outcomes(s, request, after),
+    )
+    engine._advance(run_id, after)
 
 
-def _record_tool_outcomes(engine: ApprovalEngine, request: ApprovalRequest) -> None:
-    messages = engine.runtime.state(request.run_id).values.get("messages", [])
+def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnapshot) -> None:
+    """One audit event per reviewed call, with what the tool returned."""
+    messages = state.values.get("messages", [])
     results = tool_results(messages, [a.tool_call_id for a in request.actions])
-    with engine.db.transaction() as s:
+    if results:
         audit = AuditRepository(s)
         for action in request.actions:
             result = results.get(action.tool_call_id or "")
@@ -134,8 +146,7 @@ def _record_tool_outcomes(engine: ApprovalEngine, request: ApprovalRequest) -> N
             )
 
 
-def _pending(engine: ApprovalEngine, request: ApprovalRequest) -> PendingInterrupt | None:
-    state = engine.runtime.state(request.run_id)
+def _pending(state: StateSnapshot, request: ApprovalRequest) -> PendingInterrupt | None:
     return next(
         (p for p in pending_interrupts(state.interrupts) if p.interrupt_id == request.interrupt_id),
         None,
@@ -146,8 +157,17 @@ def _summary(request: ApprovalRequest) -> str:
     return ", ".join(f"{a.tool_name}: {a.outcome}" for a in request.actions)
 
 
-def _finish(engine: ApprovalEngine, request_id: str, *, status: str, outcome: str) -> None:
+def _finish(
+    engine: ApprovalEngine,
+    request_id: str,
+    *,
+    status: str,
+    outcome: str,
+    record: Callable[[Session], None] | None = None,
+) -> None:
     with engine.db.transaction() as s:
+        if record is not None:
+            record(s)
         request = ApprovalRepository(s).get(request_id)
         assert request is not None
         ApprovalRepository(s).finish(request, status=status, outcome=outcome)

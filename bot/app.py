@@ -138,7 +138,7 @@ def build_bot(
         signing_secret=secret,
         request_verification_enabled=http,
         process_before_response=False,
-        token_verification_enabled=False,  # verify_slack() did it, with a clear message
+        token_verification_enabled=True,  # one auth.test now, reused by every request
         listener_executor=ThreadPoolExecutor(
             max_workers=LISTENER_THREADS, thread_name_prefix="bolt-listener"
         ),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import String, cast, or_, select, text, update
 from sqlalchemy.orm import Session, selectinload
 
 from store.audit_chain import digest
@@ -66,6 +66,24 @@ class ApprovalRepository:
             ApprovalRequest.run_id == run_id, ApprovalRequest.interrupt_id == interrupt_id
         )
         return self.session.scalars(stmt).first()
+
+    def pending(self, *, roles: Iterable[str], limit: int) -> list[ApprovalRequest]:
+        """Pending requests with an open action one of ``roles`` may decide, soonest expiry
+        first. Roles are matched in the stored JSON text, which works on every backend."""
+        role_match = or_(
+            *(cast(Action.approver_roles, String).contains(json.dumps(r)) for r in roles)
+        )
+        candidates = (
+            select(Action.request_id).where(Action.outcome.is_(None), role_match).scalar_subquery()
+        )
+        stmt = (
+            select(ApprovalRequest)
+            .where(ApprovalRequest.status == "pending", ApprovalRequest.id.in_(candidates))
+            .order_by(ApprovalRequest.expires_at)
+            .limit(limit)
+            .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
+        )
+        return list(self.session.scalars(stmt))
 
     def open_for_run(self, run_id: str) -> list[ApprovalRequest]:
         stmt = select(ApprovalRequest).where(

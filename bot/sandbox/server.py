@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
@@ -95,7 +96,10 @@ class SlackSandbox:
         class Handler(_Handler):
             owner = sandbox
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 512  # bursts of concurrent calls, as Slack would absorb them
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
@@ -175,6 +179,7 @@ class SlackSandbox:
             message.text = args.get("text") or message.text
             message.blocks = blocks
             message.edits += 1
+            message.edited_at.append(time.monotonic())
 
         self.state.change(apply)
         return {"channel": message.channel, "ts": message.ts}

@@ -24,6 +24,8 @@ class Message:
     blocks: list[dict[str, Any]]
     thread_ts: str | None = None
     edits: int = 0
+    posted_at: float = field(default_factory=time.monotonic)
+    edited_at: list[float] = field(default_factory=list)
 
 
 @dataclass

@@ -155,3 +155,18 @@ def test_an_edit_without_arguments_is_refused(env):
     _run_id, action_id = paused_run(env, PUBLISH)
     refusal = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="edit").refusal
     assert refusal == Refusal.INVALID_EDIT
+
+
+def test_pending_for_lists_what_a_reviewer_may_decide(env):
+    _run_id, action_id = paused_run(env)
+    assert [v.actions[0].id for v in env.engine.pending_for(REVIEWER)] == [action_id]
+    assert env.engine.pending_for(REQUESTER) == [], "not the requester's own run"
+    assert env.engine.pending_for(Actor("U0MALLORY", "T1")) == []
+    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    assert env.engine.pending_for(REVIEWER) == []
+
+
+def test_pending_for_includes_questions_for_the_requester(env):
+    _run_id, action_id = paused_run(env, 'ask_user {"question": "Which version?"}')
+    assert [v.actions[0].id for v in env.engine.pending_for(REQUESTER)] == [action_id]
+    assert env.engine.pending_for(REVIEWER) == []

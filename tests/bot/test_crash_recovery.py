@@ -14,11 +14,11 @@ from agent_runtime.agents.workspace import Workspace
 from agent_runtime.faults import POINTS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
+from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
 from store.db import Database
 from store.models import ApprovalRequest, Decision
 from tests.bot.flows import SEND
-from tests.bot.processes import BotProcess, bot_env
 
 
 @pytest.mark.parametrize("point", POINTS)

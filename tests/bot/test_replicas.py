@@ -11,10 +11,10 @@ from sqlalchemy import select
 from agent_runtime.agents.workspace import Workspace
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
+from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
 from store.db import Database
 from store.models import ApprovalRequest, AuditEvent
-from tests.bot.processes import BotProcess, bot_env
 
 REVIEWERS = [people.RELEASE_MANAGER, people.RELEASE_MANAGER_2, people.SECURITY]
 

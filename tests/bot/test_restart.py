@@ -10,9 +10,9 @@ import pytest
 from agent_runtime.agents.workspace import Workspace
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
+from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
 from tests.bot.flows import SEND
-from tests.bot.processes import BotProcess, bot_env
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The bot as a real process (``python -m bot serve``), for restart, crash and replica tests."""
+"""The bot as a real process (``python -m bot serve``) for restart, crash and load runs."""
 
 from __future__ import annotations
 
@@ -61,6 +61,12 @@ class BotProcess:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+    def rss_kib(self, field: str = "VmRSS") -> int:
+        """Resident memory (``VmRSS``) or its peak (``VmHWM``), from /proc."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        line = next(ln for ln in status.splitlines() if ln.startswith(field + ":"))
+        return int(line.split()[1])
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
