@@ -261,7 +261,7 @@ class ApprovalEngine:
             if self.policy.is_member(actor.user_id, role, usergroup_members=self.usergroup_members)
         ]
         with self.db.transaction() as s:
-            requests = ApprovalRepository(s).pending(roles=roles, limit=limit * 4)
+            requests = ApprovalRepository(s).pending(roles=roles, limit=limit * 2)
             views = [approval_view(r) for r in requests]
         mine = []
         for view in views:

@@ -166,11 +166,12 @@ def _finish(
     record: Callable[[Session], None] | None = None,
 ) -> None:
     with engine.db.transaction() as s:
-        if record is not None:
-            record(s)
-        request = ApprovalRepository(s).get(request_id)
+        # Lock order everywhere: the request's row first, then the audit chain.
+        request = ApprovalRepository(s).get(request_id, for_update=True)
         assert request is not None
         ApprovalRepository(s).finish(request, status=status, outcome=outcome)
+        if record is not None:
+            record(s)
         if status == "invalidated":
             run = RunRepository(s).get(request.run_id)
             if run is not None:

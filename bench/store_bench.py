@@ -64,7 +64,7 @@ def _load(db: Database) -> list[str]:
         with cur.copy(
             "COPY actions (id, request_id, position, tool_name, args, description, "
             "allowed_decisions, approver_roles, approvals_required, self_approval, "
-            "risk, action_hash, operation_id, exempt) FROM STDIN"
+            "risk, action_hash, operation_id, exempt, outcome) FROM STDIN"
         ) as copy:
             for i in range(REQUESTS):
                 role = "release-managers" if i % 2 else "security"
@@ -87,6 +87,7 @@ def _load(db: Database) -> list[str]:
                         "h" * 64,
                         f"op_{i}",
                         False,
+                        None if i >= REQUESTS - PENDING else "approved",
                     )
                 )
         with cur.copy(

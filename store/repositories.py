@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import String, cast, or_, select, text, update
+from sqlalchemy import String, cast, exists, or_, select, text, update
 from sqlalchemy.orm import Session, selectinload
 
 from store.audit_chain import digest
@@ -48,7 +48,8 @@ class ApprovalRepository:
         return request
 
     def get(self, request_id: str, *, for_update: bool = False) -> ApprovalRequest | None:
-        """Load a request with its actions and decisions; ``for_update`` locks its row."""
+        """Load a request with its actions and decisions; ``for_update`` locks its row (and only
+        its row: eager-loading the run here would lock the run too, against the lock order)."""
         stmt = (
             select(ApprovalRequest)
             .where(ApprovalRequest.id == request_id)
@@ -56,6 +57,8 @@ class ApprovalRepository:
         )
         if for_update:
             stmt = stmt.with_for_update(of=ApprovalRequest)
+        else:
+            stmt = stmt.options(selectinload(ApprovalRequest.run))
         return self.session.scalars(stmt).one_or_none()
 
     def get_action(self, action_id: str) -> Action | None:
@@ -73,15 +76,18 @@ class ApprovalRepository:
         role_match = or_(
             *(cast(Action.approver_roles, String).contains(json.dumps(r)) for r in roles)
         )
-        candidates = (
-            select(Action.request_id).where(Action.outcome.is_(None), role_match).scalar_subquery()
+        open_action = exists().where(
+            Action.request_id == ApprovalRequest.id, Action.outcome.is_(None), role_match
         )
         stmt = (
             select(ApprovalRequest)
-            .where(ApprovalRequest.status == "pending", ApprovalRequest.id.in_(candidates))
+            .where(ApprovalRequest.status == "pending", open_action)
             .order_by(ApprovalRequest.expires_at)
             .limit(limit)
-            .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
+            .options(
+                selectinload(ApprovalRequest.actions).selectinload(Action.decisions),
+                selectinload(ApprovalRequest.run),
+            )
         )
         return list(self.session.scalars(stmt))
 
