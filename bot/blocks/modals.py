@@ -8,73 +8,83 @@ from bot.ids import ActionId, BlockId, CallbackId, InputId
 from bot.text import plain
 
 
-def reject_modal(*, action_id: str, tool_name: str) -> dict[str, Any]:
+def _text_modal(
+    *,
+    callback_id: str,
+    action_id: str,
+    title: str,
+    submit: str,
+    prompt: str,
+    block_id: str,
+    input_id: str,
+    label: str,
+    max_length: int,
+) -> dict[str, Any]:
+    """A modal asking for one required text: a reject reason or an answer."""
     return {
         "type": "modal",
-        "callback_id": CallbackId.REJECT_MODAL,
+        "callback_id": callback_id,
         "private_metadata": action_id,
-        "title": {"type": "plain_text", "text": "Reject action"},
-        "submit": {"type": "plain_text", "text": "Reject"},
+        "title": {"type": "plain_text", "text": title},
+        "submit": {"type": "plain_text", "text": submit},
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
-            {
-                "type": "section",
-                "text": {"type": "plain_text", "text": plain(f"Reject {tool_name}?", 3000)},
-            },
+            {"type": "section", "text": {"type": "plain_text", "text": plain(prompt, 3000)}},
             {
                 "type": "input",
-                "block_id": BlockId.REJECT_REASON,
-                "label": {"type": "plain_text", "text": "Reason (the agent and the thread see it)"},
+                "block_id": block_id,
+                "label": {"type": "plain_text", "text": label},
                 "element": {
                     "type": "plain_text_input",
-                    "action_id": InputId.REASON,
+                    "action_id": input_id,
                     "multiline": True,
                     "min_length": 1,
-                    "max_length": 2000,
+                    "max_length": max_length,
                 },
             },
         ],
     }
+
+
+def _text_value(view: dict[str, Any], block_id: str, input_id: str) -> str:
+    values = view.get("state", {}).get("values", {})
+    return str(values.get(block_id, {}).get(input_id, {}).get("value") or "").strip()
+
+
+def reject_modal(*, action_id: str, tool_name: str) -> dict[str, Any]:
+    return _text_modal(
+        callback_id=CallbackId.REJECT_MODAL,
+        action_id=action_id,
+        title="Reject action",
+        submit="Reject",
+        prompt=f"Reject {tool_name}?",
+        block_id=BlockId.REJECT_REASON,
+        input_id=InputId.REASON,
+        label="Reason (the agent and the thread see it)",
+        max_length=2000,
+    )
 
 
 def reject_reason(view: dict[str, Any]) -> str:
-    values = view.get("state", {}).get("values", {})
-    field = values.get(BlockId.REJECT_REASON, {}).get(InputId.REASON, {})
-    return str(field.get("value") or "").strip()
+    return _text_value(view, BlockId.REJECT_REASON, InputId.REASON)
 
 
 def respond_modal(*, action_id: str, tool_name: str, question: str) -> dict[str, Any]:
-    return {
-        "type": "modal",
-        "callback_id": CallbackId.RESPOND_MODAL,
-        "private_metadata": action_id,
-        "title": {"type": "plain_text", "text": "Answer the agent"},
-        "submit": {"type": "plain_text", "text": "Send answer"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {"type": "plain_text", "text": plain(f"{tool_name}: {question}", 3000)},
-            },
-            {
-                "type": "input",
-                "block_id": BlockId.RESPOND_ANSWER,
-                "label": {"type": "plain_text", "text": "Your answer (the agent gets it as is)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": InputId.ANSWER,
-                    "multiline": True,
-                    "min_length": 1,
-                    "max_length": 3000,
-                },
-            },
-        ],
-    }
+    return _text_modal(
+        callback_id=CallbackId.RESPOND_MODAL,
+        action_id=action_id,
+        title="Answer the agent",
+        submit="Send answer",
+        prompt=f"{tool_name}: {question}",
+        block_id=BlockId.RESPOND_ANSWER,
+        input_id=InputId.ANSWER,
+        label="Your answer (the agent gets it as is)",
+        max_length=3000,
+    )
 
 
 def respond_answer(view: dict[str, Any]) -> str:
-    values = view.get("state", {}).get("values", {})
-    return str(values.get(BlockId.RESPOND_ANSWER, {}).get(InputId.ANSWER, {}).get("value") or "")
+    return _text_value(view, BlockId.RESPOND_ANSWER, InputId.ANSWER)
 
 
 def arguments_modal(

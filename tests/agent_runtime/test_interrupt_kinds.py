@@ -48,10 +48,10 @@ def test_batch_approve_edit_reject_resumes_once_with_three_results_in_order(tmp_
     ]
     assert "published reports/weekly.md to internal" in results[1][2]
     assert "keep" in results[2][2]
-    assert [(e["tool"], e.get("channel")) for e in env.workspace.effects()] == [
-        ("send_external_message", None),
+    assert sorted((e["tool"], e.get("channel") or "") for e in env.workspace.effects()) == [
         ("publish_report", "internal"),
-    ]
+        ("send_external_message", ""),
+    ], "the tools run in parallel, so only the set of effects is fixed"
 
 
 def test_custom_review_of_a_sensitive_file_approve(tmp_path):

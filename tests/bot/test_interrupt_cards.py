@@ -91,10 +91,10 @@ def test_batch_approve_edit_reject_resumes_once(serve_bot, sqlite_url):
         user=people.SECURITY, view_id=reject.id, values={"reject_reason": {"reason": "keep"}}
     )
     result_message(h, root)
-    assert [(e["tool"], e.get("channel")) for e in h.workspace.effects()] == [
-        ("send_external_message", None),
+    assert sorted((e["tool"], e.get("channel") or "") for e in h.workspace.effects()) == [
         ("publish_report", "internal"),
-    ]
+        ("send_external_message", ""),
+    ], "the tools run in parallel, so only the set of effects is fixed"
     messages = h.bot.runtime.state(_run_id(h)).values["messages"]
     statuses = {m.name: m.status for m in messages if isinstance(m, ToolMessage)}
     assert statuses == {

@@ -19,33 +19,56 @@ def register(app: App) -> None:
     app.view(CallbackId.EDIT_MODAL)(on_edit_submitted)
 
 
-def on_reject_submitted(
-    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+def _submit_text(
+    ack: Ack,
+    body: dict[str, Any],
+    view: dict[str, Any],
+    context: BoltContext,
+    *,
+    decision: str,
+    text: str,
+    block_id: str,
+    missing: str,
 ) -> None:
-    reason = reject_reason(view)
-    if not reason:
-        ack(response_action="errors", errors={BlockId.REJECT_REASON: "Please give a reason."})
+    """A required text (reason, answer): errors inline when empty, else decided in the pool."""
+    if not text:
+        ack(response_action="errors", errors={block_id: missing})
         return
     ack()
     services = services_of(context)
     action_id = str(view.get("private_metadata", ""))
     services.run_later(
-        decide, services, action_id, actor_from(body), None, decision="reject", message=reason
+        decide, services, action_id, actor_from(body), None, decision=decision, message=text
+    )
+
+
+def on_reject_submitted(
+    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+) -> None:
+    _submit_text(
+        ack,
+        body,
+        view,
+        context,
+        decision="reject",
+        text=reject_reason(view),
+        block_id=BlockId.REJECT_REASON,
+        missing="Please give a reason.",
     )
 
 
 def on_respond_submitted(
     ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
 ) -> None:
-    answer = respond_answer(view).strip()
-    if not answer:
-        ack(response_action="errors", errors={BlockId.RESPOND_ANSWER: "Please write an answer."})
-        return
-    ack()
-    services = services_of(context)
-    action_id = str(view.get("private_metadata", ""))
-    services.run_later(
-        decide, services, action_id, actor_from(body), None, decision="respond", message=answer
+    _submit_text(
+        ack,
+        body,
+        view,
+        context,
+        decision="respond",
+        text=respond_answer(view),
+        block_id=BlockId.RESPOND_ANSWER,
+        missing="Please write an answer.",
     )
 
 
