@@ -74,12 +74,13 @@ def slack_client(settings: Settings) -> WebClient:
     )
 
 
-def verify_slack(client: WebClient, settings: Settings) -> None:
-    """Fail at start, in one line, when Slack is unreachable or refuses the token."""
+def verify_slack(client: WebClient, settings: Settings) -> str | None:
+    """Fail at start, in one line, when Slack is unreachable or refuses the token; return the
+    workspace's URL (for links to runs)."""
     sdk_logger = logging.getLogger("slack_sdk.web.base_client")
     sdk_logger.disabled = True  # our message below says it once, without a traceback
     try:
-        client.auth_test()
+        return client.auth_test().get("url")
     except SlackApiError as exc:
         error = exc.response.get("error", "unknown_error")
         raise ConfigError(f"SLACK_BOT_TOKEN: Slack refused the token ({error})") from None
@@ -102,7 +103,7 @@ def build_bot(
     )
     policy = load_policy(settings.policy_file)
     client = slack_client(settings)
-    verify_slack(client, settings)
+    workspace_url = verify_slack(client, settings)
     db = Database(settings.database_url, pool_size=settings.db_pool_size)
     upgrade(db.engine)
     key = settings.encryption_key()
@@ -122,7 +123,7 @@ def build_bot(
         db=db,
         runtime=runtime,
         policy=policy,
-        notifier=SlackNotifier(client),
+        notifier=SlackNotifier(client, workspace_url=workspace_url),
         usergroup_members=directory.members,
         clock=clock,
         lease=dt.timedelta(seconds=settings.claim_lease_seconds),

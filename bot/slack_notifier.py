@@ -19,14 +19,15 @@ NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 
 
 class SlackNotifier:
-    def __init__(self, client: WebClient) -> None:
+    def __init__(self, client: WebClient, *, workspace_url: str | None = None) -> None:
         self.client = client
+        self.workspace_url = workspace_url
 
     def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
         response = self.client.chat_postMessage(
             channel=approval.run.channel_id,
             thread_ts=approval.run.thread_ts,
-            **approval_card(approval),
+            **approval_card(approval, workspace_url=self.workspace_url),
             **NO_UNFURL,
         )
         return MessageRef(channel=response["channel"], ts=response["ts"])
@@ -35,7 +36,9 @@ class SlackNotifier:
         if not approval.card_channel or not approval.card_ts:
             return
         self.client.chat_update(
-            channel=approval.card_channel, ts=approval.card_ts, **approval_card(approval)
+            channel=approval.card_channel,
+            ts=approval.card_ts,
+            **approval_card(approval, workspace_url=self.workspace_url),
         )
 
     def run_finished(self, run: RunView) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 from typing import Any
 
 from agent_runtime.views import ActionView, ApprovalView
@@ -12,6 +13,9 @@ from bot.ids import ActionId, BlockId
 from bot.text import code_block, mention, mrkdwn, plain
 
 MAX_BLOCKS = 50
+_SAFE_URL = re.compile(r"^https?://[A-Za-z0-9.:-]+/?$")
+_TS = re.compile(r"^\d{1,12}\.\d{1,8}$")
+_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{1,20}$")
 FULL_ACTIONS = 5  # beyond this many actions, each row is rendered compactly
 _HEADERS = {
     "pending": "Approval needed",
@@ -36,8 +40,9 @@ _VERBS = {
 }
 
 
-def approval_card(approval: ApprovalView) -> dict[str, Any]:
-    """``{"text": ..., "blocks": [...]}`` for chat.postMessage and chat.update."""
+def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -> dict[str, Any]:
+    """``{"text": ..., "blocks": [...]}`` for chat.postMessage and chat.update.
+    ``workspace_url`` (from auth.test) turns the run id into a link to the run's thread."""
     head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _header(approval)}},
         _section(
@@ -50,7 +55,7 @@ def approval_card(approval: ApprovalView) -> dict[str, Any]:
         tail.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
     if approval.status == "pending" and _approvable(approval) >= 2:
         tail.append(_approve_all(approval))
-    tail += [{"type": "divider"}, _context(_footer(approval))]
+    tail += [{"type": "divider"}, _context(_footer(approval, workspace_url))]
 
     compact = len(approval.actions) > FULL_ACTIONS
     body: list[dict[str, Any]] = []
@@ -273,13 +278,25 @@ def _button(
     return button
 
 
-def _footer(approval: ApprovalView) -> str:
+def _run_link(approval: ApprovalView, workspace_url: str | None) -> str:
+    """A link to the run's root message, built from ids we hold (never from agent text)."""
+    run = approval.run
+    ts = run.thread_ts or ""
+    if not workspace_url or not _SAFE_URL.match(workspace_url) or not _TS.match(ts):
+        return f"run {run.id}"
+    if not _CHANNEL.match(run.channel_id):
+        return f"run {run.id}"
+    url = f"{workspace_url.rstrip('/')}/archives/{run.channel_id}/p{ts.replace('.', '')}"
+    return f"<{url}|run {run.id}>"
+
+
+def _footer(approval: ApprovalView, workspace_url: str | None = None) -> str:
     expires = int(approval.expires_at.timestamp())
     fallback = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"Expires <!date^{expires}^{{date_short_pretty}} {{time}}|{fallback}>  ·  "
         f"policy {mrkdwn(approval.policy_version, 64)}  ·  approval {approval.id}  ·  "
-        f"run {approval.run.id}"
+        f"{_run_link(approval, workspace_url)}"
     )
 
 

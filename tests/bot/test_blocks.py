@@ -184,3 +184,11 @@ def test_reject_modal_is_a_valid_view_carrying_only_the_action_id():
     modal = reject_modal(action_id="act_0", tool_name=HOSTILE * 200)
     View(**modal).validate_json()
     assert modal["private_metadata"] == "act_0"
+
+
+def test_the_run_id_links_to_the_run_thread_when_the_workspace_url_is_known():
+    card = approval_card(STATES["pending"], workspace_url="https://acme.slack.com/")
+    footer = card["blocks"][-1]["elements"][0]["text"]
+    assert "<https://acme.slack.com/archives/C1/p10|run run_1>" in footer
+    hostile = approval_card(STATES["pending"], workspace_url="https://x.com/<!channel>")
+    assert "run run_1" in json.dumps(hostile) and "archives" not in json.dumps(hostile)

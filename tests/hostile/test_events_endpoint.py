@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from bot.sandbox import people
-from bot.sandbox.driver import buttons
 from store.models import ApprovalRequest, AuditEvent, Decision, Run
-from tests.bot.flows import SEND, button, start_run
+from tests.bot.flows import SEND, button, result_message, start_run
 
 HOSTILE_SETTINGS = settings(
     max_examples=60,
@@ -166,7 +165,7 @@ def test_a_replayed_click_is_told_it_is_already_decided(paused):
     )
     ts = int(time.time())
     assert h.driver.post(payload, timestamp=ts).status == 200
-    h.state.wait_for(lambda: not buttons(h.state.message(card.channel, card.ts)))
+    result_message(h, h.state.message(card.channel, card.thread_ts))  # the resume is over
     after_first = snapshot(h)
     assert h.driver.post(payload, timestamp=ts).status == 200  # the very same signed request
     note = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))

@@ -28,6 +28,7 @@ HOSTILE = " ".join(CORPUS)
 LIVE = re.compile(r"<(?:[@#!]|https?:|mailto:)")
 OURS = re.compile(
     r"<@U0(?:ALICE|REL1|REL2|SEC1|MALLORY|GINA)>|<!date\^\d+\^[^|>]*\|[^>]*>|<!subteam\^S0RELMGR>"
+    r"|<http://127\.0\.0\.1:\d+/archives/C0CHANGES/p\d+\|run run_[0-9a-f]+>"
 )
 
 
