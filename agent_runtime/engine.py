@@ -15,15 +15,15 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
 
-from agent_runtime import decisions, resume
-from agent_runtime.authorization import ActionFacts, Actor, Refusal, is_eligible
+from agent_runtime import decisions, listing, resume
+from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.notifier import Notifier
-from agent_runtime.policy import REQUESTER_ROLE, Policy
+from agent_runtime.policy import Policy
 from agent_runtime.recording import build_request
-from agent_runtime.views import ActionView, ApprovalView, RunView, approval_view, run_view
+from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from agent_runtime.wire import final_text, pending_interrupts, subagent_of, tool_call_ids
 from store.db import Database
 from store.locks import ThreadLocks
@@ -254,41 +254,8 @@ class ApprovalEngine:
             return approval_view(request) if request else None
 
     def pending_for(self, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
-        """The approvals waiting on this reviewer: pending, with an action they may decide."""
-        roles = [REQUESTER_ROLE] + [
-            role
-            for role in self.policy.roles
-            if self.policy.is_member(actor.user_id, role, usergroup_members=self.usergroup_members)
-        ]
-        with self.db.transaction() as s:
-            requests = ApprovalRepository(s).pending(roles=roles, limit=limit * 2)
-            views = [approval_view(r) for r in requests]
-        mine = []
-        for view in views:
-            for action in view.actions:
-                if action.outcome is None and self.check_eligible(view, action, actor):
-                    mine.append(view)
-                    break
-            if len(mine) >= limit:
-                break
-        return mine
-
-    def check_eligible(self, view: ApprovalView, action: ActionView, actor: Actor) -> bool:
-        facts = ActionFacts(
-            request_status=view.status,
-            team_id=None,
-            requester_id=view.requester_id,
-            expires_at=view.expires_at,
-            outcome=action.outcome,
-            allowed_decisions=action.allowed_decisions,
-            approver_roles=action.approver_roles,
-            self_approval=False,
-            approvers_so_far=frozenset(action.approvers),
-        )
-        refusal = is_eligible(
-            self.policy, facts, actor.user_id, usergroup_members=self.usergroup_members
-        )
-        return refusal is None and actor.user_id not in action.approvers
+        """The approvals waiting on this reviewer (see ``listing``)."""
+        return listing.pending_for(self, actor, limit=limit)
 
     def approval_of_action(self, action_id: str) -> ApprovalView | None:
         with self.db.transaction() as s:
