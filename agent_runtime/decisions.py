@@ -102,8 +102,6 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
         found = repos.get_action(action_id)
         request = repos.get(found.request_id, for_update=True) if found else None
         action = next((a for a in request.actions if a.id == action_id), None) if request else None
-        if request is not None:
-            s.refresh(request)
         refusal = (
             _refusal(engine, request, action, attempt)
             if request is not None and action is not None

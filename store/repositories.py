@@ -56,7 +56,10 @@ class ApprovalRepository:
             .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
         )
         if for_update:
-            stmt = stmt.with_for_update(of=ApprovalRequest)
+            # What was read before the lock is stale once we hold it: overwrite it all.
+            stmt = stmt.with_for_update(of=ApprovalRequest).execution_options(
+                populate_existing=True
+            )
         else:
             stmt = stmt.options(selectinload(ApprovalRequest.run))
         return self.session.scalars(stmt).one_or_none()

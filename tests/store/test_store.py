@@ -148,3 +148,20 @@ def test_concurrent_audit_appends_keep_one_unbroken_chain(db):
     with db.transaction() as s:
         report = verify(AuditRepository(s).iter_all())
     assert report.intact and report.checked == 40
+
+
+def test_a_locked_read_sees_what_was_committed_while_it_waited(pg_url):
+    """Objects read before the row lock must not keep their old values after it (SQLAlchemy's
+    identity map). PostgreSQL only: on SQLite a writer holds the whole database from BEGIN."""
+    db = Database(pg_url)
+    upgrade(db.engine)
+    request_id = seed(db)
+    with db.transaction() as waiting:
+        action_id = ApprovalRepository(waiting).get(request_id).actions[0].id
+        early = ApprovalRepository(waiting).get_action(action_id)
+        assert early.outcome is None
+        with db.transaction() as other:  # another reviewer decides meanwhile
+            ApprovalRepository(other).get_action(action_id).outcome = "approved"
+        locked = ApprovalRepository(waiting).get(request_id, for_update=True)
+        assert locked.actions[0].outcome == "approved"
+    db.dispose()
