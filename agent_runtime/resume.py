@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from langgraph.types import StateSnapshot
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
@@ -59,12 +60,13 @@ def resume(
     final_status: str = "resolved",
     recovering: bool = False,
 ) -> None:
-    """Resume the thread of a claimed request, once, after checking the checkpoint."""
+    """Resume the thread of a claimed request, once, after checking the checkpoint.
+    Only the run id is needed to take the lock; ``resume_locked`` reads the request inside it."""
     with engine.db.transaction() as s:
-        request = ApprovalRepository(s).get(request_id)
-    if request is None or request.status != "resuming":
+        run_id = s.scalar(select(ApprovalRequest.run_id).where(ApprovalRequest.id == request_id))
+    if run_id is None:
         return
-    with engine.locks.hold(request.run_id):
+    with engine.locks.hold(run_id):
         resume_locked(engine, request_id, final_status=final_status, recovering=recovering)
 
 
