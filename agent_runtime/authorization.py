@@ -23,6 +23,8 @@ class Refusal(enum.StrEnum):
     ALREADY_APPROVED = "already_approved"
     REASON_REQUIRED = "reason_required"
     INVALID_EDIT = "invalid_edit"
+    STALE_VERSION = "stale_version"
+    POLICY_CHANGED = "policy_changed"
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,14 @@ def is_eligible(
     *,
     usergroup_members: Callable[[str], frozenset[str]],
 ) -> Refusal | None:
-    """Separation of duties first: the requester is refused unless the policy lets them decide."""
+    """Separation of duties first: the requester is refused unless the policy lets them decide.
+    ``self_approval`` lifts only the ban on one's own run; the requester must still hold one
+    of the approver roles (the ``requester`` role itself is for ask-the-human tools)."""
     if user_id == facts.requester_id:
-        if REQUESTER_ROLE in facts.approver_roles or facts.self_approval:
+        if REQUESTER_ROLE in facts.approver_roles:
             return None
-        return Refusal.SELF_APPROVAL
+        if not facts.self_approval:
+            return Refusal.SELF_APPROVAL
     roles = [r for r in facts.approver_roles if r != REQUESTER_ROLE]
     if any(policy.is_member(user_id, r, usergroup_members=usergroup_members) for r in roles):
         return None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
+from agent_runtime.constraints import violations
 from agent_runtime.views import ApprovalView, approval_view
 from agent_runtime.wire import action_hash
 from store.models import Action, ApprovalRequest
@@ -27,12 +28,17 @@ class DecisionResult:
     refusal: Refusal | None
     approval: ApprovalView | None = None
     completed: bool = False
+    current: ApprovalView | None = None
+    """On a refusal: the approval as it is now, to explain what changed."""
 
 
 @dataclass(frozen=True)
 class Attempt:
     actor: Actor
     decision: str
+    seen_hash: str | None
+    """The version (action hash) the reviewer saw when deciding: button values and modal
+    metadata carry it. A decision on any other version is refused."""
     message: str | None = None
     edited_args: dict[str, Any] | None = None
 
@@ -56,24 +62,37 @@ def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
     )
 
 
-def check(engine: ApprovalEngine, *, action_id: str, actor: Actor, decision: str) -> Refusal | None:
+def check(
+    engine: ApprovalEngine, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
+) -> Refusal | None:
     """A read-only pre-check, e.g. before opening a modal; ``record`` checks again."""
     with engine.db.transaction() as s:
         action = ApprovalRepository(s).get_action(action_id)
         if action is None:
             return Refusal.UNKNOWN_APPROVAL
-        return check_decision(
-            engine.policy,
-            _facts(action.request, action),
-            actor,
-            decision,
-            now=engine.clock(),
-            usergroup_members=engine.usergroup_members,
-        )
+        attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
+        return _refusal(engine, action.request, action, attempt, final=False)
+
+
+def edit_errors(engine: ApprovalEngine, action: Action, edited: dict[str, Any]) -> dict[str, str]:
+    """What is wrong with an edit, by argument: the tool's schema first, then the policy's
+    constraints (locked arguments compared with the call as first proposed)."""
+    catalog = engine.runtime.catalog
+    errors = catalog.errors(action.tool_name, edited)
+    if errors:
+        return errors
+    normalized = catalog.normalize(action.tool_name, edited)
+    rule = engine.policy.rule_for(action.tool_name)
+    return violations(rule.constraints, normalized, original=action.args)
 
 
 def _refusal(
-    engine: ApprovalEngine, request: ApprovalRequest, action: Action, attempt: Attempt
+    engine: ApprovalEngine,
+    request: ApprovalRequest,
+    action: Action,
+    attempt: Attempt,
+    *,
+    final: bool = True,
 ) -> Refusal | None:
     refusal = check_decision(
         engine.policy,
@@ -85,11 +104,19 @@ def _refusal(
     )
     if refusal is not None:
         return refusal
+    if request.policy_version != engine.policy.version:
+        return Refusal.POLICY_CHANGED
+    if attempt.seen_hash != action.bound_hash:
+        return Refusal.STALE_VERSION
     if attempt.decision in ("reject", "respond") and not (attempt.message or "").strip():
         return Refusal.REASON_REQUIRED
-    if attempt.decision == "edit" and (
-        not isinstance(attempt.edited_args, dict)
-        or engine.runtime.validate_args(action.tool_name, attempt.edited_args)
+    if (
+        final
+        and attempt.decision == "edit"
+        and (
+            not isinstance(attempt.edited_args, dict)
+            or edit_errors(engine, action, attempt.edited_args)
+        )
     ):
         return Refusal.INVALID_EDIT
     return None
@@ -117,11 +144,16 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
                 request_id=request.id if request else None,
                 action_id=action_id,
                 reason=refusal.value,
-                detail={"decision": attempt.decision},
+                detail={
+                    "decision": attempt.decision,
+                    "seen_hash": attempt.seen_hash,
+                    "current_hash": action.bound_hash if action else None,
+                },
             )
-            return DecisionResult(refusal=refusal)
+            current = approval_view(request) if request is not None else None
+            return DecisionResult(refusal=refusal, current=current)
         assert request is not None and action is not None
-        _apply(s, request, action, attempt)
+        _apply(s, request, action, attempt, normalized_edit=_normalized(engine, action, attempt))
         completed = all(a.outcome for a in request.actions)
         if completed and repos.claim(request.id, owner=engine.owner, lease=engine.lease):
             request.status = "resuming"
@@ -134,14 +166,19 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
         return DecisionResult(refusal=None, approval=approval_view(request), completed=completed)
 
 
-def _apply(s: Session, request: ApprovalRequest, action: Action, attempt: Attempt) -> None:
+def _apply(
+    s: Session,
+    request: ApprovalRequest,
+    action: Action,
+    attempt: Attempt,
+    *,
+    normalized_edit: dict[str, Any] | None,
+) -> None:
     """An edit binds the action to a new hash: approvals of the old version stop counting."""
     if attempt.decision == "edit":
-        assert attempt.edited_args is not None
-        action.edited_args = attempt.edited_args
-        action.current_hash = action_hash(
-            action.tool_name, attempt.edited_args, request.policy_version
-        )
+        assert normalized_edit is not None
+        action.edited_args = normalized_edit
+        action.current_hash = action_hash(action.tool_name, normalized_edit, request.policy_version)
     approvers = _facts(request, action).approvers_so_far | {attempt.actor.user_id}
     DecisionRepository(s).add(
         action,
@@ -167,8 +204,16 @@ def _apply(s: Session, request: ApprovalRequest, action: Action, attempt: Attemp
         detail={
             "decision": attempt.decision,
             "message": attempt.message,
-            "edited_args": attempt.edited_args,
+            "edited_args": action.edited_args if attempt.decision == "edit" else None,
+            "seen_hash": attempt.seen_hash,
             "action_hash": action.bound_hash,
             "outcome": action.outcome,
         },
     )
+
+
+def _normalized(engine: ApprovalEngine, action: Action, attempt: Attempt) -> dict[str, Any] | None:
+    """Edits are stored as the tool will see them; ``_refusal`` already proved them valid."""
+    if attempt.decision != "edit" or attempt.edited_args is None:
+        return None
+    return engine.runtime.catalog.normalize(action.tool_name, attempt.edited_args)

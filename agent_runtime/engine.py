@@ -22,7 +22,7 @@ from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
-from agent_runtime.recording import build_request
+from agent_runtime.recording import POLICY_VETO, build_request
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from agent_runtime.wire import final_text, pending_interrupts, subagent_of, tool_call_ids
 from store.db import Database
@@ -145,8 +145,10 @@ class ApprovalEngine:
                     run,
                     pending,
                     policy=self.policy,
+                    catalog=self.runtime.catalog,
                     now=self.clock(),
                     tool_call_ids=tool_call_ids(messages, pending),
+                    taken_operations=repo.operation_ids(run_id),
                     subagent=subagent_of(messages, pending),
                 )
                 repo.add(request, actions)
@@ -159,16 +161,22 @@ class ApprovalEngine:
                     detail={
                         "interrupt_id": pending.interrupt_id,
                         "actions": [
-                            {"tool": a.tool_name, "hash": a.action_hash, "exempt": a.exempt}
+                            {
+                                "tool": a.tool_name,
+                                "hash": a.action_hash,
+                                "exempt": a.exempt,
+                                "policy_violation": (a.extra or {}).get(POLICY_VETO),
+                            }
                             for a in actions
                         ],
                     },
                 )
                 request_id = request.id
-                all_exempt = all(a.exempt for a in actions)
-                if all_exempt:
+                # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
+                all_decided = all(a.outcome for a in actions)
+                if all_decided:
                     repo.claim(request.id, owner=self.owner, lease=self.lease)
-            if all_exempt:
+            if all_decided:
                 resume.resume_locked(self, request_id, final_status="resolved")
             else:
                 self._post_card(request_id)
@@ -265,8 +273,46 @@ class ApprovalEngine:
 
     # Decisions ----------------------------------------------------------------------------
 
-    def check(self, *, action_id: str, actor: Actor, decision: str) -> Refusal | None:
-        return decisions.check(self, action_id=action_id, actor=actor, decision=decision)
+    def check(
+        self, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
+    ) -> Refusal | None:
+        return decisions.check(
+            self, action_id=action_id, actor=actor, decision=decision, seen_hash=seen_hash
+        )
+
+    def record_refusal(
+        self, *, request_id: str, actor: Actor, refusal: Refusal, decision: str
+    ) -> None:
+        """Audit an attempt refused before it reached one action (e.g. a stale Approve all)."""
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(request_id)
+            AuditRepository(s).record(
+                "decision_refused",
+                outcome="refused",
+                actor_id=actor.user_id,
+                team_id=actor.team_id,
+                run_id=request.run_id if request else None,
+                request_id=request_id if request else None,
+                reason=refusal.value,
+                detail={"decision": decision},
+            )
+
+    def edit_form(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The JSON schema an edit must satisfy and the arguments it starts from."""
+        with self.db.transaction() as s:
+            action = ApprovalRepository(s).get_action(action_id)
+            if action is None:
+                return None
+            current = dict(action.edited_args if action.edited_args is not None else action.args)
+        return self.runtime.catalog.schema(action.tool_name, current).json_schema(), current
+
+    def edit_errors(self, action_id: str, edited: dict[str, Any]) -> dict[str, str]:
+        """Errors by argument for an edit (schema, then policy constraints); empty if valid."""
+        with self.db.transaction() as s:
+            action = ApprovalRepository(s).get_action(action_id)
+            if action is None:
+                return {}
+            return decisions.edit_errors(self, action, edited)
 
     def decide(
         self,
@@ -274,14 +320,30 @@ class ApprovalEngine:
         action_id: str,
         actor: Actor,
         decision: str,
+        seen_hash: str | None,
         message: str | None = None,
         edited_args: dict[str, Any] | None = None,
     ) -> DecisionResult:
-        """Record a decision, update the card, and resume if this completed the request."""
+        """Record a decision on the version the reviewer saw, update the card, and resume if
+        this completed the request."""
         attempt = decisions.Attempt(
-            actor=actor, decision=decision, message=message, edited_args=edited_args
+            actor=actor,
+            decision=decision,
+            seen_hash=seen_hash,
+            message=message,
+            edited_args=edited_args,
         )
         result = decisions.record(self, action_id=action_id, attempt=attempt)
+        if result.refusal is Refusal.POLICY_CHANGED and result.current is not None:
+            resume.invalidate(
+                self,
+                result.current.id,
+                reason=(
+                    f"the approval policy changed from {result.current.policy_version} to "
+                    f"{self.policy.version} since the card was posted; ask again to review "
+                    "it under the current policy"
+                ),
+            )
         if result.approval is not None:
             fault_point("after_decision")
             self.show_card(result.approval)

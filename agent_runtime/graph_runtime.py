@@ -14,7 +14,6 @@ from typing import Any
 
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -22,17 +21,16 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
-from pydantic import ValidationError
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.catalog import ToolCatalog
 from agent_runtime.encryption import checkpoint_serde
 from agent_runtime.errors import AgentLoadError
-from agent_runtime.idempotency import CONFIG_KEY
+from agent_runtime.gate import EffectGate
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.policy import Policy
 from agent_runtime.workflow_audit import workflow_audit
 from store.db import is_sqlite, sqlite_path
-from store.ledger import EffectLedger
 
 DEFAULT_AGENT = "agent_runtime.agents.change_request:build_agent"
 
@@ -138,8 +136,12 @@ class GraphRuntime:
 
     graph: CompiledStateGraph
     checkpointer: BaseCheckpointSaver
+    catalog: ToolCatalog = field(default_factory=ToolCatalog)
     recursion_limit: int = 50
     extra_config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.catalog.add_graph(self.graph)
 
     def config(self, thread_id: str) -> dict[str, Any]:
         return {
@@ -154,50 +156,10 @@ class GraphRuntime:
     def has_checkpoint(self, thread_id: str) -> bool:
         return self.checkpointer.get_tuple(self.config(thread_id)) is not None
 
-    def invoke(self, payload: Any, thread_id: str, *, keys: dict[str, str] | None = None) -> Any:
-        """Run the graph; ``keys`` are the idempotency keys of the approved calls."""
-        config = self.config(thread_id)
-        if keys:
-            config["configurable"][CONFIG_KEY] = keys
-        return self.graph.invoke(payload, config)
-
-    def tool(self, name: str) -> BaseTool | None:
-        node = self.graph.nodes.get("tools")
-        tools = getattr(node.bound, "tools_by_name", {}) if node is not None else {}
-        return tools.get(name)
-
-    def tool_schema(self, name: str, current: dict[str, Any]) -> dict[str, Any]:
-        """The JSON schema an edit must satisfy; for a tool we cannot see, the current keys."""
-        tool = self.tool(name)
-        if tool is not None:
-            return tool.tool_call_schema.model_json_schema()
-        return {"type": "object", "properties": {key: {} for key in current}}
-
-    def normalized_args(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        """The arguments as the tool will see them, defaults filled in (else as given)."""
-        tool = self.tool(name)
-        if tool is None:
-            return args
-        try:
-            return tool.tool_call_schema.model_validate(args).model_dump(mode="json")
-        except ValidationError:
-            return args
-
-    def validate_args(self, name: str, args: dict[str, Any]) -> dict[str, str]:
-        """Errors by argument name; empty when the tool's own schema accepts the arguments."""
-        tool = self.tool(name)
-        if tool is None:
-            return {}
-        model = tool.tool_call_schema
-        known = set(model.model_json_schema().get("properties", {}))
-        errors = {key: "This tool has no such argument." for key in args if key not in known}
-        try:
-            model.model_validate(args)
-        except ValidationError as exc:
-            for error in exc.errors():
-                key = str(error["loc"][0]) if error["loc"] else "(arguments)"
-                errors.setdefault(key, error["msg"])
-        return errors
+    def invoke(self, payload: Any, thread_id: str) -> Any:
+        """Run the graph, every step saved before the next starts: a crash inside a tool must
+        not lose the step that an approved action belongs to."""
+        return self.graph.invoke(payload, self.config(thread_id), durability="sync")
 
 
 def open_runtime(
@@ -207,7 +169,7 @@ def open_runtime(
     model: str,
     policy: Policy,
     workspace: Workspace,
-    ledger: EffectLedger | None = None,
+    gate: EffectGate | None = None,
     key: bytes | None = None,
     pool_size: int = 10,
 ) -> GraphRuntime:
@@ -220,11 +182,12 @@ def open_runtime(
                 "policy": policy,
                 "model": resolve_model(model),
                 "workspace": workspace,
-                "ledger": ledger,
-                "audit": workflow_audit(ledger.db) if ledger is not None else None,
+                "gate": gate,
+                "audit": workflow_audit(gate.db) if gate is not None else None,
             },
         )
     except Exception:
         close_checkpointer(checkpointer)
         raise
-    return GraphRuntime(graph=graph, checkpointer=checkpointer)
+    catalog = gate.catalog if gate is not None else ToolCatalog()
+    return GraphRuntime(graph=graph, checkpointer=checkpointer, catalog=catalog)

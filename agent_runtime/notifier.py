@@ -32,6 +32,9 @@ class Notifier(Protocol):
     ) -> None:
         """Nudge the reviewers who can still decide; copy the escalation channel if any."""
 
+    def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
+        """A gated tool refused to run without a matching approval: tell the run's thread."""
+
 
 class NullNotifier:
     """For scripts and tests that only look at the store."""
@@ -51,4 +54,7 @@ class NullNotifier:
     def approval_reminder(
         self, approval: ApprovalView, reviewers: Reviewers, escalation_channel: str | None
     ) -> None:
+        return None
+
+    def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
         return None

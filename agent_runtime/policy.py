@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from agent_runtime.constraints import ArgConstraint
 from agent_runtime.errors import PolicyError
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
@@ -89,6 +90,20 @@ class ToolRule(_Strict):
     self_approval: bool = False
     expires_after: Duration | None = None
     when: When | None = None
+    constraints: dict[str, ArgConstraint] | None = None
+    """Per argument: allowed values, a pattern, allowed domains, a length limit, or locked (an
+    edit may not change it). Checked on the call as proposed and again on every edit."""
+
+    @model_validator(mode="after")
+    def _respond_only_answers(self) -> ToolRule:
+        """``respond`` hands the agent a reviewer's text as if it were the tool's result: fine
+        for ask-the-human tools, a forged result for a tool that acts."""
+        if "respond" in self.decisions and {"approve", "edit"} & set(self.decisions):
+            raise ValueError(
+                "respond answers in place of the tool; a tool that can be approved or edited "
+                "has side effects and must not allow it"
+            )
+        return self
 
     @property
     def gated(self) -> bool:

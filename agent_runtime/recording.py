@@ -1,27 +1,42 @@
-"""Turning a pending interrupt into an approval request, with the policy that applies to it."""
+"""Turning a pending interrupt into an approval request, with the policy that applies to it.
+
+Arguments are normalized once, here (schema applied, defaults filled, types coerced), and the
+normalized arguments are what ``when`` conditions, constraints, hashes, cards and the
+point-of-effect gate all see.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
-from agent_runtime.policy import Policy
-from agent_runtime.wire import PendingInterrupt, action_hash, canonical_json
+from agent_runtime.catalog import ToolCatalog
+from agent_runtime.constraints import violations
+from agent_runtime.policy import Policy, ToolRule
+from agent_runtime.wire import ActionSpec, PendingInterrupt, action_hash, canonical_json
 from store.models import Action, ApprovalRequest, Run, new_id
 
+POLICY_VETO = "policy_violation"
+"""``Action.extra`` key: why the policy refused the call as proposed (rejected, never shown as
+approvable)."""
 
-def operation_id(run_id: str, name: str, args: dict) -> str:
-    """The business key of an action: stable across re-plans, unlike the tool-call id."""
-    digest = hashlib.sha256(f"{run_id}|{name}|{canonical_json(args)}".encode())
-    return "op_" + digest.hexdigest()[:29]
+
+def operation_id(run_id: str, name: str, args: Mapping[str, Any], occurrence: int = 0) -> str:
+    """The business key of an action: stable across re-plans, unlike the tool-call id. The n-th
+    identical call of a run gets its own key, so two approved identical calls are two effects."""
+    seed = f"{run_id}|{name}|{canonical_json(dict(args))}|{occurrence}"
+    return "op_" + hashlib.sha256(seed.encode()).hexdigest()[:29]
 
 
 def allowed_decisions(offered: tuple[str, ...], policy_allows: tuple[str, ...]) -> list[str]:
-    """Only what both the graph and the policy allow; reject always stays possible if offered."""
+    """Only what both the graph and the policy allow. When they share nothing, only a reject
+    the graph accepts is left (fail closed): the action can be refused or left to expire."""
     both = [d for d in offered if d in policy_allows]
     if both:
         return both
-    return ["reject"] if "reject" in offered else list(offered)
+    return ["reject"] if "reject" in offered else []
 
 
 def build_request(
@@ -29,8 +44,10 @@ def build_request(
     pending: PendingInterrupt,
     *,
     policy: Policy,
+    catalog: ToolCatalog,
     now: dt.datetime,
     tool_call_ids: list[str | None],
+    taken_operations: Collection[str] = (),
     subagent: str | None = None,
 ) -> tuple[ApprovalRequest, list[Action]]:
     expires_at = now + policy.expires_after(a.name for a in pending.actions)
@@ -50,39 +67,66 @@ def build_request(
         remind_at=remind_at if remind_at and remind_at < expires_at else None,
         created_at=now,
     )
+    taken = set(taken_operations)
     actions = []
     for position, (spec, call_id) in enumerate(zip(pending.actions, tool_call_ids, strict=True)):
-        rule = policy.rule_for(spec.name)
-        exempt = not rule.applies_to(spec.args)
-        actions.append(
-            Action(
-                id=new_id("act"),
-                position=position,
-                tool_name=spec.name,
-                args=spec.args,
-                description=spec.description,
-                allowed_decisions=allowed_decisions(spec.allowed_decisions, rule.decisions),
-                approver_roles=list(rule.approvers),
-                approvals_required=rule.approvals_required,
-                self_approval=rule.self_approval,
-                risk=rule.risk,
-                action_hash=action_hash(spec.name, spec.args, policy.version),
-                operation_id=operation_id(run.id, spec.name, spec.args),
-                tool_call_id=call_id,
-                exempt=exempt,
-                extra={**(spec.extra or {}), **({"subagent": subagent} if subagent else {})}
-                or None,
-                outcome="approved" if exempt else None,
-            )
-        )
+        action = _action(run, spec, policy=policy, catalog=catalog, taken=taken)
+        action.position, action.tool_call_id = position, call_id
+        if subagent:
+            action.extra = {**(action.extra or {}), "subagent": subagent}
+        actions.append(action)
     return request, actions
 
 
-def drift(request: ApprovalRequest, pending: PendingInterrupt) -> str | None:
+def _action(
+    run: Run, spec: ActionSpec, *, policy: Policy, catalog: ToolCatalog, taken: set[str]
+) -> Action:
+    rule = policy.rule_for(spec.name)
+    args, valid = catalog.normalize_or_raw(spec.name, spec.args)
+    extra: dict[str, Any] = dict(spec.extra or {})
+    if not valid:
+        extra["schema_errors"] = catalog.errors(spec.name, spec.args)
+    exempt = valid and not rule.applies_to(args)
+    veto = None if exempt else _veto(rule, args)
+    if veto:
+        extra[POLICY_VETO] = veto
+    occurrence = 0
+    while operation_id(run.id, spec.name, args, occurrence) in taken:
+        occurrence += 1
+    op = operation_id(run.id, spec.name, args, occurrence)
+    taken.add(op)
+    return Action(
+        id=new_id("act"),
+        tool_name=spec.name,
+        args=args,
+        description=spec.description,
+        allowed_decisions=allowed_decisions(spec.allowed_decisions, rule.decisions),
+        approver_roles=list(rule.approvers),
+        approvals_required=rule.approvals_required,
+        self_approval=rule.self_approval,
+        risk=rule.risk,
+        action_hash=action_hash(spec.name, args, policy.version),
+        operation_id=op,
+        exempt=exempt,
+        extra=extra or None,
+        outcome="approved" if exempt else ("rejected" if veto else None),
+    )
+
+
+def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:
+    found = violations(rule.constraints, args)
+    return " ".join(found.values()) if found else None
+
+
+Normalizer = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], bool]]
+
+
+def drift(request: ApprovalRequest, pending: PendingInterrupt, normalize: Normalizer) -> str | None:
     """Why the checkpoint's pending actions differ from what reviewers saw, or None."""
     if len(request.actions) != len(pending.actions):
         return "the number of actions changed since the card was posted"
     for recorded, spec in zip(request.actions, pending.actions, strict=True):
-        if action_hash(spec.name, spec.args, request.policy_version) != recorded.action_hash:
+        args, _valid = normalize(spec.name, spec.args)
+        if action_hash(spec.name, args, request.policy_version) != recorded.action_hash:
             return f"{spec.name} changed since it was reviewed"
     return None

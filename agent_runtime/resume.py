@@ -16,9 +16,8 @@ from sqlalchemy.orm import Session
 
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
-from agent_runtime.idempotency import keys_for
-from agent_runtime.recording import drift
-from agent_runtime.views import approval_view
+from agent_runtime.recording import POLICY_VETO, drift
+from agent_runtime.views import approval_view, run_view
 from agent_runtime.wire import (
     PendingInterrupt,
     ResumeDecision,
@@ -46,6 +45,9 @@ def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
             decisions.append(ResumeDecision(type="edit", edited_args=action.edited_args))
         elif action.outcome == "expired":
             decisions.append(ResumeDecision(type="reject", message=EXPIRED_MESSAGE))
+        elif action.outcome == "rejected" and (action.extra or {}).get(POLICY_VETO):
+            veto = str((action.extra or {})[POLICY_VETO])
+            decisions.append(ResumeDecision(type="reject", message=f"Refused by policy: {veto}"))
         elif action.outcome in ("rejected", "responded") and last is not None:
             decisions.append(ResumeDecision(type=last.type, message=last.message))
         else:
@@ -94,20 +96,22 @@ def resume_locked(
     except UnsupportedInterrupt as exc:
         _finish(engine, request_id, status="invalidated", outcome=f"unreadable interrupt: {exc}")
         return
-    problem = drift(request, pending) if pending is not None else None
+    normalize = engine.runtime.catalog.normalize_or_raw
+    problem = drift(request, pending, normalize) if pending is not None else None
     if problem is None and pending is None and not recovering:
         problem = "the run is no longer waiting for this approval"
+    if problem is None and pending is not None and request.policy_version != engine.policy.version:
+        problem = f"the approval policy changed since it was decided ({request.policy_version})"
     if problem is not None:
         _finish(engine, request_id, status="invalidated", outcome=problem)
         return
-    keys = keys_for(request, engine.runtime.normalized_args)
     try:
         with engine.lease_keeper(request_id):
             if pending is not None:
                 command = build_resume(pending, _resume_decisions(request))
-                engine.runtime.invoke(command, run_id, keys=keys)
+                engine.runtime.invoke(command, run_id)
             elif before.next and not before.interrupts:
-                engine.runtime.invoke(None, run_id, keys=keys)  # finish the interrupted step
+                engine.runtime.invoke(None, run_id)  # finish the interrupted step
     except InvalidDecisions as exc:
         _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
         return
@@ -125,6 +129,21 @@ def resume_locked(
         record=lambda s: _record_tool_outcomes(s, request, after),
     )
     engine._advance(run_id, after)
+
+
+def invalidate(engine: ApprovalEngine, request_id: str, *, reason: str) -> None:
+    """Close a pending request without resuming it (e.g. the policy changed): the card says
+    so and the run's thread is told. One caller wins the claim; the others do nothing."""
+    with engine.db.transaction() as s:
+        if not ApprovalRepository(s).claim(request_id, owner=engine.owner, lease=engine.lease):
+            return
+    _finish(engine, request_id, status="invalidated", outcome=reason)
+    with engine.db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        run = RunRepository(s).get(request.run_id) if request is not None else None
+        view = run_view(run) if run is not None else None
+    if view is not None:
+        engine.post_result(view)
 
 
 def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnapshot) -> None:

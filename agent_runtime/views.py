@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +85,20 @@ class ApprovalView:
     card_channel: str | None
     card_ts: str | None
     actions: tuple[ActionView, ...]
+
+    @property
+    def approvable(self) -> tuple[ActionView, ...]:
+        """Open actions that an approve could decide now."""
+        return tuple(
+            a for a in self.actions if a.outcome is None and "approve" in a.allowed_decisions
+        )
+
+
+def versions_digest(actions: Iterable[ActionView]) -> str:
+    """One fingerprint of several actions at their current versions: what an "Approve all"
+    button covered when it was drawn. Any edit, decision or new action changes it."""
+    payload = "|".join(sorted(f"{a.id}={a.action_hash}" for a in actions))
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
 def run_view(run: Run) -> RunView:

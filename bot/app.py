@@ -15,8 +15,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.catalog import ToolCatalog
 from agent_runtime.encryption import verify_key
 from agent_runtime.engine import ApprovalEngine
+from agent_runtime.gate import EffectGate
 from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
 from agent_runtime.policy import load_policy
 from agent_runtime.reconciler import Reconciler
@@ -28,7 +30,6 @@ from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
 from store.db import Database
-from store.ledger import EffectLedger
 from store.migrate import upgrade
 from store.models import utcnow
 
@@ -108,13 +109,15 @@ def build_bot(
     upgrade(db.engine)
     key = settings.encryption_key()
     verify_key(db, key)
+    notifier = SlackNotifier(client, workspace_url=workspace_url)
+    gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=notifier)
     runtime = open_runtime(
         database_url=settings.database_url,
         agent=settings.agent,
         model=settings.agent_model,
         policy=policy,
         workspace=Workspace(settings.workspace_dir).ensure(),
-        ledger=EffectLedger(db),
+        gate=gate,
         key=key,
         pool_size=settings.db_pool_size,
     )
@@ -123,7 +126,7 @@ def build_bot(
         db=db,
         runtime=runtime,
         policy=policy,
-        notifier=SlackNotifier(client, workspace_url=workspace_url),
+        notifier=notifier,
         usergroup_members=directory.members,
         clock=clock,
         lease=dt.timedelta(seconds=settings.claim_lease_seconds),

@@ -23,7 +23,17 @@ REFUSALS: dict[Refusal, str] = {
     Refusal.DECISION_NOT_ALLOWED: "That decision is not allowed for this action.",
     Refusal.ALREADY_APPROVED: "You already approved this action; another reviewer must sign off.",
     Refusal.REASON_REQUIRED: "Please give a reason.",
-    Refusal.INVALID_EDIT: "Those arguments are not valid for this tool; nothing was recorded.",
+    Refusal.INVALID_EDIT: (
+        "Those arguments are not valid for this tool or the policy; nothing was recorded."
+    ),
+    Refusal.STALE_VERSION: (
+        "This card changed since you saw it, so your decision was not recorded. Review the card "
+        "as it is now and decide again."
+    ),
+    Refusal.POLICY_CHANGED: (
+        "The approval policy changed since this card was posted, so it can no longer be decided "
+        "and nothing ran. The requester can ask again under the current policy."
+    ),
 }
 BUSY = "The bot is busy right now; please try again in a moment. Nothing was recorded."
 UNEXPECTED = (

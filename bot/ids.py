@@ -13,6 +13,8 @@ class ActionId(enum.StrEnum):
     APPROVE_ALL = "approval.approve_all"
     VIEW_ARGS = "approval.view_args"
     VIEW_ARGS_PAGE = "approval.view_args_page"
+    REVIEW_ALL = "approval.review_all"
+    REVIEW_PAGE = "approval.review_page"
 
 
 class CallbackId(enum.StrEnum):
@@ -20,6 +22,7 @@ class CallbackId(enum.StrEnum):
     RESPOND_MODAL = "approval.respond_modal"
     EDIT_MODAL = "approval.edit_modal"
     ARGS_MODAL = "approval.args_modal"
+    REVIEW_MODAL = "approval.review_modal"
 
 
 class BlockId(enum.StrEnum):
@@ -37,3 +40,16 @@ class InputId(enum.StrEnum):
 
 
 SLASH_COMMAND = "/agent"
+
+
+def choice_value(target_id: str, version: str) -> str:
+    """A button value or modal metadata: an opaque id and the version (hash) it showed, so a
+    decision always names what the reviewer saw."""
+    return f"{target_id}:{version}"
+
+
+def parse_choice(value: object) -> tuple[str, str | None]:
+    """``(id, version)``; a value without a version (an old card) gives ``None``, which the
+    engine refuses as out of date."""
+    target, _, version = str(value or "").partition(":")
+    return target[:64], (version[:64] or None)

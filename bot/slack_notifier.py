@@ -10,7 +10,7 @@ from slack_sdk import WebClient
 from agent_runtime.notifier import MessageRef
 from agent_runtime.views import ApprovalView, Reviewers, RunView
 from bot.blocks.approval_card import approval_card
-from bot.blocks.messages import run_result_message
+from bot.blocks.messages import call_blocked_message, run_result_message
 from bot.text import mention
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,14 @@ class SlackNotifier:
                 ),
                 **NO_UNFURL,
             )
+
+    def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
+        self.client.chat_postMessage(
+            channel=run.channel_id,
+            thread_ts=run.thread_ts,
+            **call_blocked_message(tool_name=tool_name, reason=reason),
+            **NO_UNFURL,
+        )
 
     def _thread(self, approval: ApprovalView, text: str) -> None:
         self.client.chat_postMessage(

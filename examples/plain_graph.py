@@ -1,8 +1,10 @@
 """Bring your own agent: a plain LangGraph graph (no Deep Agents) behind the approval bot.
 
 Run it with ``AGENT=examples.plain_graph:build_graph approval-bot serve``. The bot calls
-``build_graph(checkpointer)`` and drives the compiled graph: the ``review`` node pauses on a
-HITL request, the bot posts a card, and the ``refund`` node runs only if it was approved.
+``build_graph(checkpointer, gate=...)`` and drives the compiled graph: the ``review`` node pauses
+on a HITL request, the bot posts a card, and the ``refund`` node pays only if it was approved.
+The payment itself goes through the bot's point-of-effect gate, so it refuses to run without a
+matching approval even if the graph were rewired to skip the review.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ import re
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, interrupt
+
+from agent_runtime.gate import EffectGate, GateRefused
 
 REFUNDS: list[dict[str, Any]] = []  # stands in for the payment system
 
@@ -46,18 +51,34 @@ def review(state: RefundState) -> RefundState:
     return {"approved": answer["decisions"][0]["type"] == "approve"}
 
 
-def refund(state: RefundState) -> RefundState:
-    if not state.get("approved"):
-        return {"messages": [AIMessage(content="No refund: a reviewer rejected it.")]}
-    REFUNDS.append(state["refund"])
-    return {"messages": [AIMessage(content=f"Refunded {state['refund']['amount_eur']} EUR.")]}
+def make_refund(gate: EffectGate | None) -> Any:
+    def refund(state: RefundState, config: RunnableConfig) -> RefundState:
+        if not state.get("approved"):
+            return {"messages": [AIMessage(content="No refund: a reviewer rejected it.")]}
+        order = state["refund"]
+
+        def pay() -> str:
+            REFUNDS.append(order)
+            return f"Refunded {order['amount_eur']} EUR."
+
+        try:
+            text = (
+                gate.run(config, tool_name="refund_customer", args=order, effect=pay)
+                if gate is not None
+                else pay()
+            )
+        except GateRefused as exc:
+            text = str(exc)
+        return {"messages": [AIMessage(content=text)]}
+
+    return refund
 
 
-def build_graph(checkpointer: Checkpointer) -> CompiledStateGraph:
+def build_graph(checkpointer: Checkpointer, gate: EffectGate | None = None) -> CompiledStateGraph:
     graph = StateGraph(RefundState)
     graph.add_node("plan", plan)
     graph.add_node("review", review)
-    graph.add_node("refund", refund)
+    graph.add_node("refund", make_refund(gate))
     graph.add_edge(START, "plan")
     graph.add_edge("plan", "review")
     graph.add_edge("review", "refund")

@@ -175,15 +175,20 @@ class AuditEvent(Base):
     hash: Mapped[str] = mapped_column(String(64), default="")
 
 
-class ToolEffect(Base):
-    """The effects ledger: one row per idempotency key, with the result the tool returned."""
+class ActionExecution(Base):
+    """The point-of-effect record: which tool call spent an approved action, and what it
+    returned. One row per action (its primary key), so an approval is spent once; the same
+    tool call repeated after a crash finds its row and gets the stored result back."""
 
-    __tablename__ = "tool_effects"
+    __tablename__ = "action_executions"
 
-    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(255), unique=True)
+    tool_call_id: Mapped[str | None] = mapped_column(String(128))
     tool: Mapped[str] = mapped_column(String(255))
-    result: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    result: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
 
 
 class StoreMeta(Base):

@@ -94,6 +94,15 @@ class ApprovalRepository:
         )
         return list(self.session.scalars(stmt))
 
+    def operation_ids(self, run_id: str) -> set[str]:
+        """Operation ids already given to this run's actions (each is used once)."""
+        stmt = (
+            select(Action.operation_id)
+            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+            .where(ApprovalRequest.run_id == run_id)
+        )
+        return set(self.session.scalars(stmt))
+
     def open_for_run(self, run_id: str) -> list[ApprovalRequest]:
         stmt = select(ApprovalRequest).where(
             ApprovalRequest.run_id == run_id,

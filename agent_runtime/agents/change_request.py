@@ -1,7 +1,9 @@
 """The bundled example: a Deep Agent that carries out change requests in a workspace folder.
 
 Every tool the policy does not exempt is gated, including those Deep Agents adds. A release
-coordinator subagent can send messages; its calls are gated like the parent's.
+coordinator subagent can send messages; its calls are gated like the parent's, and so are the
+calls of Deep Agents' general-purpose subagent. Whatever the wiring, each side-effecting tool
+also checks for a matching approval itself (``agent_runtime.gate``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from deepagents import SubAgent, create_deep_agent
+from deepagents.middleware.subagents import GENERAL_PURPOSE_SUBAGENT
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -17,8 +20,8 @@ from langgraph.types import Checkpointer
 
 from agent_runtime.agents.tools import SELF_REVIEWING, make_tools
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.gate import EffectGate
 from agent_runtime.policy import Policy
-from store.ledger import EffectLedger
 
 SYSTEM_PROMPT = (
     "You carry out change requests in the project workspace. Use the tools; risky ones are "
@@ -55,6 +58,18 @@ def _coordinator(tools: list[BaseTool], middleware: list[Any]) -> SubAgent:
     return spec
 
 
+def _general_purpose(tools: list[BaseTool], middleware: list[Any]) -> SubAgent:
+    """Deep Agents adds this subagent with the parent's tools but without middleware passed
+    through ``middleware=``: given explicitly, it carries the same per-call review."""
+    return {
+        "name": GENERAL_PURPOSE_SUBAGENT["name"],
+        "description": GENERAL_PURPOSE_SUBAGENT["description"],
+        "system_prompt": GENERAL_PURPOSE_SUBAGENT["system_prompt"],
+        "tools": tools,
+        "middleware": middleware,
+    }
+
+
 def _build(
     checkpointer: Checkpointer,
     *,
@@ -62,10 +77,10 @@ def _build(
     model: BaseChatModel | str,
     workspace: Workspace,
     per_call: bool,
-    ledger: EffectLedger | None,
+    gate: EffectGate | None,
 ) -> CompiledStateGraph:
     """Build twice: the first build tells which tools Deep Agents adds, so none runs ungated."""
-    tools = make_tools(workspace, ledger)
+    tools = make_tools(workspace, gate)
     probe = create_deep_agent(model, tools, subagents=[_coordinator(tools, [])])
     gates = interrupt_on_from_policy(policy, _tools_of(probe))
     if per_call:
@@ -75,7 +90,7 @@ def _build(
             tools,
             system_prompt=SYSTEM_PROMPT,
             middleware=hitl,
-            subagents=[_coordinator(tools, hitl)],
+            subagents=[_general_purpose(tools, hitl), _coordinator(tools, hitl)],
             checkpointer=checkpointer,
             name="change-request-assistant",
         )
@@ -96,11 +111,11 @@ def build_agent(
     policy: Policy,
     model: BaseChatModel | str,
     workspace: Workspace,
-    ledger: EffectLedger | None = None,
+    gate: EffectGate | None = None,
 ) -> CompiledStateGraph:
     """One interrupt per model turn (a batch of actions on one card)."""
     return _build(
-        checkpointer, policy=policy, model=model, workspace=workspace, per_call=False, ledger=ledger
+        checkpointer, policy=policy, model=model, workspace=workspace, per_call=False, gate=gate
     )
 
 
@@ -110,9 +125,9 @@ def build_per_call_agent(
     policy: Policy,
     model: BaseChatModel | str,
     workspace: Workspace,
-    ledger: EffectLedger | None = None,
+    gate: EffectGate | None = None,
 ) -> CompiledStateGraph:
     """One ``tool_approval`` interrupt per gated call (``AGENT=...:build_per_call_agent``)."""
     return _build(
-        checkpointer, policy=policy, model=model, workspace=workspace, per_call=True, ledger=ledger
+        checkpointer, policy=policy, model=model, workspace=workspace, per_call=True, gate=gate
     )

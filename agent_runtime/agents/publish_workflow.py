@@ -24,11 +24,10 @@ from langgraph.types import Checkpointer, interrupt
 
 from agent_runtime.agents import rubric
 from agent_runtime.agents.workspace import Workspace
-from agent_runtime.idempotency import run_once
+from agent_runtime.gate import EffectGate
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.wire import review_request
 from agent_runtime.workflow_audit import WorkflowAudit
-from store.ledger import EffectLedger
 
 logger = logging.getLogger(__name__)
 Drafter = Callable[[str, dict[str, int], list[str]], str]
@@ -69,7 +68,7 @@ class PublishNodes:
     workspace: Workspace
     drafter: Drafter
     grader: Grader
-    ledger: EffectLedger | None
+    gate: EffectGate | None
     audit: WorkflowAudit | None
     max_iterations: int
 
@@ -163,7 +162,11 @@ class PublishNodes:
             return f"published {REPORT_PATH} (sha256 {current[:12]})"
 
         args = {"path": REPORT_PATH, "channel": "public"}
-        result = run_once(self.ledger, config, "publish_report", args, effect)
+        result = (
+            self.gate.run(config, tool_name="publish_report", args=args, effect=effect)
+            if self.gate is not None
+            else effect()
+        )
         if self.audit is not None:
             detail = {"rubric_verdict": status, "content_hash": current, "decision": decision[1]}
             self.audit(config, "report_published", detail)
@@ -179,7 +182,7 @@ def build_publish_workflow(
     *,
     workspace: Workspace,
     model: BaseChatModel | None = None,
-    ledger: EffectLedger | None = None,
+    gate: EffectGate | None = None,
     audit: WorkflowAudit | None = None,
     drafter: Drafter | None = None,
     grader: Grader | None = None,
@@ -192,7 +195,7 @@ def build_publish_workflow(
         workspace=workspace,
         drafter=drafter,
         grader=grader or rubric.grade,
-        ledger=ledger,
+        gate=gate,
         audit=audit,
         max_iterations=max_iterations,
     )
@@ -219,6 +222,6 @@ def build_agent(checkpointer: Checkpointer, **offers: Any) -> CompiledStateGraph
         checkpointer,
         workspace=offers["workspace"],
         model=offers.get("model"),
-        ledger=offers.get("ledger"),
+        gate=offers.get("gate"),
         audit=offers.get("audit"),
     )

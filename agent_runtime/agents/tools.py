@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import difflib
 import shutil
-from typing import Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.types import interrupt
 
 from agent_runtime.agents.workspace import Workspace
-from agent_runtime.idempotency import run_once
+from agent_runtime.gate import EffectGate
 from agent_runtime.wire import review_request
-from store.ledger import EffectLedger
+
+CallId = Annotated[str, InjectedToolCallId]
 
 EXAMPLE_TOOL_NAMES = (
     "read_public_report",
@@ -56,8 +58,20 @@ def _file_change_review(workspace: Workspace, path: str, content: str) -> dict[s
     )
 
 
-def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list[BaseTool]:
-    """Side effects run through the ledger: a repeated approved call returns the first result."""
+def make_tools(workspace: Workspace, gate: EffectGate | None = None) -> list[BaseTool]:
+    """Every side effect goes through the point-of-effect gate: it runs only if people approved
+    exactly this call, and a repeated call after a crash returns the first result."""
+
+    def guarded(
+        config: RunnableConfig,
+        call_id: str,
+        name: str,
+        args: Mapping[str, Any],
+        effect: Callable[[], str],
+    ) -> str:
+        if gate is None:  # outside the bot (scripts, unit tests): no store to ask
+            return effect()
+        return gate.run(config, tool_name=name, args=args, effect=effect, tool_call_id=call_id)
 
     @tool
     def read_public_report(path: str) -> str:
@@ -67,6 +81,7 @@ def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list
     @tool
     def publish_report(
         config: RunnableConfig,
+        call_id: CallId,
         path: str,
         channel: Literal["public", "internal"] = "public",
         notify_subscribers: bool = True,
@@ -84,10 +99,12 @@ def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list
             return f"published {path} to {channel}"
 
         args = {"path": path, "channel": channel, "notify_subscribers": notify_subscribers}
-        return run_once(ledger, config, "publish_report", args, effect)
+        return guarded(config, call_id, "publish_report", args, effect)
 
     @tool
-    def send_external_message(config: RunnableConfig, recipient: str, text: str) -> str:
+    def send_external_message(
+        config: RunnableConfig, call_id: CallId, recipient: str, text: str
+    ) -> str:
         """Send a message to someone outside the company."""
 
         def effect() -> str:
@@ -95,10 +112,10 @@ def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list
             return f"message sent to {recipient}"
 
         args = {"recipient": recipient, "text": text}
-        return run_once(ledger, config, "send_external_message", args, effect)
+        return guarded(config, call_id, "send_external_message", args, effect)
 
     @tool
-    def delete_project_file(config: RunnableConfig, path: str) -> str:
+    def delete_project_file(config: RunnableConfig, call_id: CallId, path: str) -> str:
         """Delete a file from the project workspace."""
 
         def effect() -> str:
@@ -106,12 +123,11 @@ def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list
             workspace.record_effect("delete_project_file", path=path)
             return f"deleted {path}"
 
-        return run_once(ledger, config, "delete_project_file", {"path": path}, effect)
+        return guarded(config, call_id, "delete_project_file", {"path": path}, effect)
 
     @tool(extras={SELF_REVIEWING: True})
-    def replace_text_file(config: RunnableConfig, path: str, content: str) -> str:
+    def replace_text_file(config: RunnableConfig, call_id: CallId, path: str, content: str) -> str:
         """Replace the whole content of a text file in the workspace (reviewed with a diff)."""
-        asked = {"path": path, "content": content}
         answer = interrupt(_file_change_review(workspace, path, content))
         if answer.get("type") == "reject":
             return f"Not changed: a reviewer rejected it ({answer.get('message', 'no reason')})."
@@ -128,14 +144,15 @@ def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list
             workspace.record_effect("replace_text_file", path=path, size=len(content))
             return f"replaced {path} ({len(content)} characters)"
 
-        return run_once(ledger, config, "replace_text_file", asked, effect)
+        done = {"path": path, "content": content}  # what the gate checks: the approved version
+        return guarded(config, call_id, "replace_text_file", done, effect)
 
     @tool
     def ask_user(question: str) -> str:
         """Ask the requester a question; the answer comes back from Slack."""
         return "No answer was given."
 
-    return [
+    tools: list[BaseTool] = [
         read_public_report,
         publish_report,
         send_external_message,
@@ -143,3 +160,9 @@ def make_tools(workspace: Workspace, ledger: EffectLedger | None = None) -> list
         replace_text_file,
         ask_user,
     ]
+    for each in tools:
+        each.handle_tool_error = True  # a gate refusal becomes an error result the agent reads
+    if gate is not None:
+        for each in tools:
+            gate.catalog.add(each)
+    return tools

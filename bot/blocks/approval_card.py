@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from typing import Any
 
-from agent_runtime.views import ActionView, ApprovalView
-from bot.blocks.arguments import args_markup, pretty
-from bot.ids import ActionId, BlockId
+from agent_runtime.views import ActionView, ApprovalView, versions_digest
+from bot.blocks.arguments import args_markup, edit_diff, pretty
+from bot.ids import ActionId, BlockId, choice_value
 from bot.text import code_block, mention, mrkdwn, plain
 
 MAX_BLOCKS = 50
@@ -50,15 +49,9 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
             f"*Request:* {mrkdwn(approval.run.request_text, 600)}"
         ),
     ]
-    tail: list[dict[str, Any]] = []
-    if approval.status != "pending" and approval.outcome:
-        tail.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
-    if approval.status == "pending" and _approvable(approval) >= 2:
-        tail.append(_approve_all(approval))
-    tail += [{"type": "divider"}, _context(_footer(approval, workspace_url))]
-
     compact = len(approval.actions) > FULL_ACTIONS
     body: list[dict[str, Any]] = []
+    tail = _tail(approval, workspace_url, bulk=_approve_all(approval))
     shown = 0
     for action in approval.actions:
         rows = _action_blocks(approval, action, compact=compact)
@@ -68,10 +61,38 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
         shown += 1
     hidden = len(approval.actions) - shown
     if hidden:
+        # Nothing is approved unseen: no bulk approval over actions this card cannot show.
+        tail = _tail(approval, workspace_url, bulk=_review_all(approval))
         body.append(
-            _context(f"{hidden} more actions do not fit on this card; use Approve all, or reject.")
+            _context(
+                f"{hidden} more actions do not fit on this card. Use *Review all actions* to "
+                "read and decide each of them."
+            )
         )
     return {"text": _fallback(approval), "blocks": head + body + tail}
+
+
+def _tail(
+    approval: ApprovalView, workspace_url: str | None, *, bulk: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    tail: list[dict[str, Any]] = []
+    if approval.status != "pending" and approval.outcome:
+        tail.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
+    if approval.status == "pending" and bulk is not None:
+        tail.append(bulk)
+    return [*tail, {"type": "divider"}, _context(_footer(approval, workspace_url))]
+
+
+def shown_on_card(approval: ApprovalView) -> set[str]:
+    """Ids of the actions the card draws with their own buttons: all that bulk approval may
+    cover, checked again on the server when it is clicked."""
+    ids = set()
+    for block in approval_card(approval)["blocks"]:
+        if block.get("type") == "actions" and block.get("block_id", "").startswith(
+            BlockId.ACTION_ROW_PREFIX
+        ):
+            ids.add(block["block_id"].removeprefix(BlockId.ACTION_ROW_PREFIX))
+    return ids
 
 
 def _header(approval: ApprovalView) -> str:
@@ -104,6 +125,7 @@ def _action_blocks(
     if fields:
         first["fields"] = fields
     blocks = [{"type": "divider"}, first]
+    blocks += _problems(action.extra or {})
     evidence = (action.extra or {}).get("evidence")
     if isinstance(evidence, dict) and evidence:
         blocks.append(_section(_evidence(evidence)))
@@ -111,7 +133,11 @@ def _action_blocks(
         blocks.append(_section("*Preview*\n" + code_block(str(preview), 1500)))
         truncated |= len(str(preview)) > 1400
     if action.edited_args is not None:
-        blocks.append(_section(f"*Edited arguments* (before → after)\n{_diff(action)}"))
+        blocks.append(
+            _section(
+                f"*Edited arguments* (before → after)\n{edit_diff(action.args, action.edited_args)}"
+            )
+        )
     notes = [_rules(action), _decided_line(action), _progress(approval, action)]
     if compact:
         blocks.append(_context("\n".join(n for n in notes if n)))
@@ -123,6 +149,22 @@ def _action_blocks(
     if buttons:
         blocks.append(buttons)
     return blocks
+
+
+def _problems(extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the policy or the tool's schema found wrong with the call as the agent made it."""
+    found = []
+    if extra.get("policy_violation"):
+        found.append(
+            _section(
+                f":no_entry: *Refused by the policy:* {mrkdwn(extra['policy_violation'], 900)}"
+            )
+        )
+    errors = extra.get("schema_errors")
+    if isinstance(errors, dict) and errors:
+        lines = "; ".join(f"{mrkdwn(str(k), 80)}: {mrkdwn(str(v), 200)}" for k, v in errors.items())
+        found.append(_context(f":warning: Not valid for the tool: {lines}"))
+    return found
 
 
 def _evidence(evidence: dict[str, Any]) -> str:
@@ -141,17 +183,6 @@ def _evidence(evidence: dict[str, Any]) -> str:
     if evidence.get("content_hash"):
         lines.append(f"Content hash (sha256): `{mrkdwn(str(evidence['content_hash']), 64)}`")
     return "\n".join(lines)[:3000]
-
-
-def _diff(action: ActionView) -> str:
-    before = pretty(action.args).splitlines()
-    after = pretty(action.edited_args or {}).splitlines()
-    lines = [
-        line
-        for line in difflib.unified_diff(before, after, lineterm="", n=1)
-        if not line.startswith(("---", "+++", "@@"))
-    ]
-    return code_block("\n".join(lines) or "(no change)", 2600)
 
 
 def _rules(action: ActionView) -> str:
@@ -202,15 +233,16 @@ def _buttons(approval: ApprovalView, action: ActionView, *, truncated: bool) -> 
     elements: list[dict[str, Any]] = []
     if approval.status == "pending" and action.outcome is None:
         allowed = action.allowed_decisions
+        choice = choice_value(action.id, action.action_hash)
         if "approve" in allowed:
-            confirm = _confirm(action) if action.risk == "high" else None
-            elements.append(_button("Approve", ActionId.APPROVE, action.id, "primary", confirm))
+            confirm = confirm_dialog(action) if action.risk == "high" else None
+            elements.append(_button("Approve", ActionId.APPROVE, choice, "primary", confirm))
         if "edit" in allowed:
-            elements.append(_button("Edit", ActionId.EDIT, action.id))
+            elements.append(_button("Edit", ActionId.EDIT, choice))
         if "reject" in allowed:
-            elements.append(_button("Reject", ActionId.REJECT, action.id, "danger"))
+            elements.append(_button("Reject", ActionId.REJECT, choice, "danger"))
         if "respond" in allowed:
-            elements.append(_button("Respond", ActionId.RESPOND, action.id))
+            elements.append(_button("Respond", ActionId.RESPOND, choice))
     if truncated:
         elements.append(_button("View full arguments", ActionId.VIEW_ARGS, action.id))
     if not elements:
@@ -222,13 +254,17 @@ def _buttons(approval: ApprovalView, action: ActionView, *, truncated: bool) -> 
     }
 
 
-def _confirm(action: ActionView) -> dict[str, Any]:
+def confirm_dialog(action: ActionView) -> dict[str, Any]:
+    """Names exactly what is being approved: the tool, its arguments and the version."""
+    shown = action.edited_args if action.edited_args is not None else action.args
+    summary = ", ".join(f"{k}={_short(v)}" for k, v in shown.items()) or "no arguments"
     return {
         "title": {"type": "plain_text", "text": "Approve a high-risk action?"},
         "text": {
             "type": "plain_text",
             "text": plain(
-                f"{action.tool_name} is high risk. Approve it as shown on the card?", 300
+                f"Approve {action.tool_name}({summary}), version {action.action_hash[:12]}?",
+                300,
             ),
         },
         "confirm": {"type": "plain_text", "text": "Approve"},
@@ -237,24 +273,45 @@ def _confirm(action: ActionView) -> dict[str, Any]:
     }
 
 
-def _approvable(approval: ApprovalView) -> int:
-    return sum(
-        1 for a in approval.actions if a.outcome is None and "approve" in a.allowed_decisions
-    )
+def _short(value: Any) -> str:
+    text = pretty(value) if isinstance(value, dict | list) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _approve_all(approval: ApprovalView) -> dict[str, Any]:
-    button = _button("Approve all I may approve", ActionId.APPROVE_ALL, approval.id, "primary")
-    if any(a.risk == "high" and a.outcome is None for a in approval.actions):
+def _approve_all(approval: ApprovalView) -> dict[str, Any] | None:
+    """Offered only for two or more approvable actions, all of them on this card; its value
+    names their versions, so a changed card refuses it."""
+    approvable = approval.approvable
+    if len(approvable) < 2:
+        return None
+    value = choice_value(approval.id, versions_digest(approvable))
+    button = _button("Approve all I may approve", ActionId.APPROVE_ALL, value, "primary")
+    if any(a.risk == "high" for a in approvable):
+        names = ", ".join(a.tool_name for a in approvable)
         button["confirm"] = {
             "title": {"type": "plain_text", "text": "Approve all?"},
             "text": {
                 "type": "plain_text",
-                "text": "Some of these actions are high risk. Approve every one you may approve?",
+                "text": plain(
+                    "Some of these actions are high risk. Approve every one you may approve, "
+                    f"as shown on the card: {names}?",
+                    300,
+                ),
             },
             "confirm": {"type": "plain_text", "text": "Approve all"},
             "deny": {"type": "plain_text", "text": "Cancel"},
         }
+    return {
+        "type": "actions",
+        "block_id": f"{BlockId.REQUEST_ROW_PREFIX}{approval.id}",
+        "elements": [button],
+    }
+
+
+def _review_all(approval: ApprovalView) -> dict[str, Any]:
+    button = _button(
+        f"Review all {len(approval.actions)} actions", ActionId.REVIEW_ALL, approval.id
+    )
     return {
         "type": "actions",
         "block_id": f"{BlockId.REQUEST_ROW_PREFIX}{approval.id}",

@@ -3,6 +3,7 @@ to see everything (a paged modal)."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -61,3 +62,15 @@ def full_argument_pages(
         for chunk in code_chunks(preview, PAGE_CHARS):
             blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": chunk}})
     return [blocks[i : i + BLOCKS_PER_PAGE] for i in range(0, len(blocks), BLOCKS_PER_PAGE)]
+
+
+def edit_diff(before: dict[str, Any], after: dict[str, Any] | None) -> str:
+    """The lines an edit changed, as a code block (before → after)."""
+    lines = [
+        line
+        for line in difflib.unified_diff(
+            pretty(before).splitlines(), pretty(after or {}).splitlines(), lineterm="", n=1
+        )
+        if not line.startswith(("---", "+++", "@@"))
+    ]
+    return code_block("\n".join(lines) or "(no change)", 2600)

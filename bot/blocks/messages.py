@@ -34,3 +34,15 @@ def run_result_message(run: RunView) -> dict[str, Any]:
             {"type": "context", "elements": [{"type": "mrkdwn", "text": f"run {run.id}"}]},
         ],
     }
+
+
+def call_blocked_message(*, tool_name: str, reason: str) -> dict[str, Any]:
+    """A gated tool refused to act: the agent tried it without a matching approval."""
+    text = (
+        f":no_entry: *Blocked:* `{mrkdwn(tool_name, 200)}` did not run because "
+        f"{mrkdwn(reason, 500)}. Nothing was changed; only calls approved here can run."
+    )
+    return {
+        "text": mrkdwn(f"Blocked: {tool_name} did not run ({reason})", 500),
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+    }

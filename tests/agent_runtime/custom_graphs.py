@@ -49,3 +49,66 @@ def broken_grader_publish(checkpointer, **offers):  # type: ignore[no-untyped-de
         raise RuntimeError("grader model unavailable")
 
     return build_publish_workflow(checkpointer, workspace=offers["workspace"], grader=grader)
+
+
+def old_per_call_wiring(checkpointer, *, policy, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """The per-call agent as it used to be wired: review only through ``middleware=``, so Deep
+    Agents' general-purpose subagent gets none and calls every parent tool directly. Only the
+    tools' own gate stands between it and the effects."""
+    from deepagents import create_deep_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    from agent_runtime.agents.change_request import interrupt_on_from_policy
+    from agent_runtime.agents.tools import make_tools
+
+    tools = make_tools(workspace, gate)
+    gates = interrupt_on_from_policy(policy, {t.name: t for t in tools})
+    hitl = [HumanInTheLoopMiddleware(interrupt_on=gates, interrupt_mode="per_call")]
+    return create_deep_agent(model, tools, middleware=hitl, checkpointer=checkpointer)
+
+
+def no_review_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """An agent with no review step at all."""
+    from langchain.agents import create_agent
+
+    from agent_runtime.agents.tools import make_tools
+
+    return create_agent(model, make_tools(workspace, gate), checkpointer=checkpointer)
+
+
+TICKET_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "minLength": 1},
+        "priority": {"type": "string", "enum": ["low", "high"], "default": "low"},
+        "assignee": {"type": "string"},
+    },
+    "required": ["title"],
+}
+
+
+def mcp_style_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """A tool whose schema is a JSON-schema dict (what MCP adapters produce), protected with
+    ``gate_tools`` and reviewed by a plain HITL middleware."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import StructuredTool
+
+    from agent_runtime.protect import gate_tools
+
+    def create_ticket(**fields):  # type: ignore[no-untyped-def]
+        workspace.record_effect("create_ticket", **fields)
+        return f"ticket created: {fields.get('title')}"
+
+    ticket = StructuredTool(
+        name="create_ticket",
+        description="Create a ticket in the tracker.",
+        args_schema=TICKET_SCHEMA,
+        func=create_ticket,
+    )
+    review = HumanInTheLoopMiddleware(
+        interrupt_on={"create_ticket": {"allowed_decisions": ["approve", "edit", "reject"]}}
+    )
+    return create_agent(
+        model, gate_tools(gate, [ticket]), middleware=[review], checkpointer=checkpointer
+    )

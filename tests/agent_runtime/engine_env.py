@@ -6,15 +6,17 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.authorization import Actor
-from agent_runtime.engine import ApprovalEngine
+from agent_runtime.catalog import ToolCatalog
+from agent_runtime.engine import ApprovalEngine, DecisionResult
+from agent_runtime.gate import EffectGate
 from agent_runtime.graph_runtime import DEFAULT_AGENT, open_runtime
 from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import load_policy
 from store.db import Database
-from store.ledger import EffectLedger
 from store.migrate import upgrade
 from store.models import utcnow
 
@@ -30,6 +32,7 @@ class Recorder:
     finished: list = field(default_factory=list)
     expired: list = field(default_factory=list)
     reminded: list = field(default_factory=list)
+    blocked: list = field(default_factory=list)
 
     def approval_requested(self, approval):  # type: ignore[no-untyped-def]
         self.requested.append(approval)
@@ -46,6 +49,9 @@ class Recorder:
 
     def approval_reminder(self, approval, reviewers, escalation_channel):  # type: ignore[no-untyped-def]
         self.reminded.append((approval, reviewers, escalation_channel))
+
+    def call_blocked(self, run, *, tool_name, reason):  # type: ignore[no-untyped-def]
+        self.blocked.append((run, tool_name, reason))
 
 
 @dataclass
@@ -69,16 +75,17 @@ def make_env(
     upgrade(db.engine)
     policy = load_policy(None)
     workspace = Workspace(tmp_path / "ws").ensure()
+    notes = Recorder()
+    gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=notes)
     runtime = open_runtime(
         database_url=url,
         agent=agent,
         model="offline",
         policy=policy,
         workspace=workspace,
-        ledger=EffectLedger(db),
+        gate=gate,
         key=key,
     )
-    notes = Recorder()
     engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)
     return Env(engine, notes, workspace, db)
 
@@ -88,3 +95,14 @@ def paused_run(env: Env, text: str = SEND) -> tuple[str, str]:
     env.engine.execute_run(run.id)
     approval = env.notes.requested[-1]
     return run.id, approval.actions[0].id
+
+
+def decide(env: Env, *, action_id: str, **kwargs: Any) -> DecisionResult:
+    """A decision on the version the reviewer sees now (what the card's button carries)."""
+    view = env.engine.approval_of_action(action_id)
+    current = (
+        next((a.action_hash for a in view.actions if a.id == action_id), None) if view else None
+    )
+    return env.engine.decide(
+        action_id=action_id, seen_hash=kwargs.pop("seen_hash", current), **kwargs
+    )

@@ -43,7 +43,20 @@ def no_groups(_group: str) -> frozenset[str]:
         ({"expires_at": NOW}, Actor("U0REL1", "T1"), "approve", Refusal.EXPIRED),
         ({}, Actor("U0SEC1", "T1"), "approve", Refusal.NOT_AN_APPROVER),
         ({}, Actor("U0ALICE", "T1"), "approve", Refusal.SELF_APPROVAL),
-        ({"self_approval": True, "approver_roles": ()}, Actor("U0ALICE", "T1"), "approve", None),
+        # self_approval lifts the ban on one's own run, not the need for an approver role
+        (
+            {"self_approval": True, "approver_roles": ()},
+            Actor("U0ALICE", "T1"),
+            "approve",
+            Refusal.NOT_AN_APPROVER,
+        ),
+        ({"self_approval": True, "requester_id": "U0REL1"}, Actor("U0REL1", "T1"), "approve", None),
+        (
+            {"self_approval": True, "approver_roles": ("security",)},
+            Actor("U0ALICE", "T1"),
+            "approve",
+            Refusal.NOT_AN_APPROVER,
+        ),
         ({"approver_roles": ("requester",)}, Actor("U0ALICE", "T1"), "approve", None),
         ({}, Actor("U0REL1", "T1"), "respond", Refusal.DECISION_NOT_ALLOWED),
         (

@@ -12,7 +12,15 @@ from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import AgentLoadError, NotPermitted
 from agent_runtime.graph_runtime import close_checkpointer
 from store.models import Action, ApprovalRequest, AuditEvent, Run
-from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, SEND, Env, make_env, paused_run
+from tests.agent_runtime.engine_env import (
+    REQUESTER,
+    REVIEWER,
+    SEND,
+    Env,
+    decide,
+    make_env,
+    paused_run,
+)
 
 
 @pytest.fixture
@@ -45,7 +53,7 @@ def test_drift_between_card_and_checkpoint_invalidates_and_runs_nothing(env):
     run_id, action_id = paused_run(env)
     with env.db.transaction() as s:
         s.get(Action, action_id).action_hash = "0" * 64  # what reviewers saw is not what waits
-    result = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    result = decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     assert result.refusal is None
     with env.db.transaction() as s:
         request = s.scalars(select(ApprovalRequest)).one()
@@ -59,7 +67,7 @@ def test_drift_between_card_and_checkpoint_invalidates_and_runs_nothing(env):
 def test_resume_never_starts_a_fresh_run_when_the_thread_is_gone(env):
     run_id, action_id = paused_run(env)
     env.engine.runtime.checkpointer.delete_thread(run_id)
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     with env.db.transaction() as s:
         request = s.scalars(select(ApprovalRequest)).one()
         assert request.status == "invalidated"
@@ -70,13 +78,13 @@ def test_resume_never_starts_a_fresh_run_when_the_thread_is_gone(env):
 
 def test_refusals_are_audited_and_change_nothing(env):
     _run_id, action_id = paused_run(env)
-    assert env.engine.decide(action_id=action_id, actor=REQUESTER, decision="approve").refusal == (
+    assert decide(env, action_id=action_id, actor=REQUESTER, decision="approve").refusal == (
         Refusal.SELF_APPROVAL
     )
-    assert env.engine.decide(
-        action_id="act_missing", actor=REVIEWER, decision="approve"
-    ).refusal == (Refusal.UNKNOWN_APPROVAL)
-    assert env.engine.decide(action_id=action_id, actor=REVIEWER, decision="reject").refusal == (
+    assert decide(env, action_id="act_missing", actor=REVIEWER, decision="approve").refusal == (
+        Refusal.UNKNOWN_APPROVAL
+    )
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="reject").refusal == (
         Refusal.REASON_REQUIRED
     )
     with env.db.transaction() as s:
@@ -124,18 +132,16 @@ REL2 = Actor("U0REL2", "T1")
 
 def test_an_edit_rebinds_the_action_and_old_approvals_stop_counting(env):
     _run_id, action_id = paused_run(env, PUBLISH)
-    assert (
-        env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
-    )
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
     edited = {"path": "reports/weekly.md", "channel": "internal"}
-    result = env.engine.decide(action_id=action_id, actor=REL2, decision="edit", edited_args=edited)
+    result = decide(env, action_id=action_id, actor=REL2, decision="edit", edited_args=edited)
     assert result.refusal is None and not result.completed
     view = result.approval.actions[0]
     assert view.approvers == ("U0REL2",), "the approval of the earlier version no longer counts"
-    assert view.edited_args == edited
+    assert view.edited_args == {**edited, "notify_subscribers": True}, "stored normalized"
     assert env.workspace.effects() == []
 
-    again = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    again = decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     assert again.refusal is None and again.completed
     assert [(e["tool"], e["channel"]) for e in env.workspace.effects()] == [
         ("publish_report", "internal")
@@ -153,7 +159,7 @@ def test_an_edit_rebinds_the_action_and_old_approvals_stop_counting(env):
 
 def test_an_edit_without_arguments_is_refused(env):
     _run_id, action_id = paused_run(env, PUBLISH)
-    refusal = env.engine.decide(action_id=action_id, actor=REVIEWER, decision="edit").refusal
+    refusal = decide(env, action_id=action_id, actor=REVIEWER, decision="edit").refusal
     assert refusal == Refusal.INVALID_EDIT
 
 
@@ -162,7 +168,7 @@ def test_pending_for_lists_what_a_reviewer_may_decide(env):
     assert [v.actions[0].id for v in env.engine.pending_for(REVIEWER)] == [action_id]
     assert env.engine.pending_for(REQUESTER) == [], "not the requester's own run"
     assert env.engine.pending_for(Actor("U0MALLORY", "T1")) == []
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     assert env.engine.pending_for(REVIEWER) == []
 
 

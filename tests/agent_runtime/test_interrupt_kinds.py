@@ -7,7 +7,7 @@ import json
 from langchain_core.messages import ToolMessage
 
 from agent_runtime.authorization import Actor
-from tests.agent_runtime.engine_env import REVIEWER, make_env, paused_run
+from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 
 REL2 = Actor("U0REL2", "T1")
 SEC = Actor("U0SEC1", "T1")
@@ -33,11 +33,11 @@ def test_batch_approve_edit_reject_resumes_once_with_three_results_in_order(tmp_
     run_id, _ = paused_run(env, "\n".join([SEND, PUBLISH, DELETE]))
     send, publish, delete = env.notes.requested[-1].actions
     edited = {"path": "reports/weekly.md", "channel": "internal", "notify_subscribers": False}
-    env.engine.decide(action_id=send.id, actor=REVIEWER, decision="approve")
-    env.engine.decide(action_id=publish.id, actor=REVIEWER, decision="edit", edited_args=edited)
-    env.engine.decide(action_id=publish.id, actor=REL2, decision="approve")
+    decide(env, action_id=send.id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=publish.id, actor=REVIEWER, decision="edit", edited_args=edited)
+    decide(env, action_id=publish.id, actor=REL2, decision="approve")
     assert env.workspace.effects() == []
-    last = env.engine.decide(action_id=delete.id, actor=SEC, decision="reject", message="keep")
+    last = decide(env, action_id=delete.id, actor=SEC, decision="reject", message="keep")
     assert last.completed
 
     results = tool_messages(env, run_id)
@@ -60,7 +60,7 @@ def test_custom_review_of_a_sensitive_file_approve(tmp_path):
     approval = env.notes.requested[-1]
     assert approval.actions[0].extra["review_kind"] == "sensitive_file_change"
     assert "+FEATURE_FLAG=on" in approval.actions[0].extra["preview"]
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     assert (env.workspace.root / "config/app.env").read_text() == "FEATURE_FLAG=on\n"
 
 
@@ -68,14 +68,14 @@ def test_custom_review_edit_writes_the_edited_content(tmp_path):
     env = make_env(tmp_path)
     _run_id, action_id = paused_run(env, ENV_CHANGE)
     edited = {"path": "config/app.env", "content": "FEATURE_FLAG=beta\n"}
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="edit", edited_args=edited)
+    decide(env, action_id=action_id, actor=REVIEWER, decision="edit", edited_args=edited)
     assert (env.workspace.root / "config/app.env").read_text() == "FEATURE_FLAG=beta\n"
 
 
 def test_custom_review_reject_changes_nothing(tmp_path):
     env = make_env(tmp_path)
     run_id, action_id = paused_run(env, ENV_CHANGE)
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="reject", message="freeze")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="reject", message="freeze")
     assert (env.workspace.root / "config/app.env").read_text() == "FEATURE_FLAG=off\n"
     assert env.workspace.effects() == []
     assert "freeze" in tool_messages(env, run_id)[0][2]
@@ -90,7 +90,7 @@ def test_subagent_interrupt_is_labelled_and_resumed_from_the_parent(tmp_path):
         "send_external_message",
         "release-coordinator",
     )
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     assert [e["tool"] for e in env.workspace.effects()] == ["send_external_message"]
     assert env.notes.finished[-1].status == "completed"
 
@@ -101,11 +101,9 @@ def test_per_call_interrupts_get_one_card_each_and_each_tool_runs_once(tmp_path)
     cards = env.notes.requested
     assert len(cards) == 2
     by_tool = {c.actions[0].tool_name: c.actions[0] for c in cards}
-    env.engine.decide(
-        action_id=by_tool["send_external_message"].id, actor=REVIEWER, decision="approve"
-    )
+    decide(env, action_id=by_tool["send_external_message"].id, actor=REVIEWER, decision="approve")
     assert [e["tool"] for e in env.workspace.effects()] == ["send_external_message"]
-    env.engine.decide(action_id=by_tool["replace_text_file"].id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=by_tool["replace_text_file"].id, actor=REVIEWER, decision="approve")
     assert sorted(e["tool"] for e in env.workspace.effects()) == [
         "replace_text_file",
         "send_external_message",

@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from agent_runtime.authorization import Actor
 from store.models import AuditEvent
-from tests.agent_runtime.engine_env import REVIEWER, make_env, paused_run
+from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 
 WORKFLOW = "agent_runtime.agents.publish_workflow:build_agent"
 REL2 = Actor("U0REL2", "T1")
@@ -30,9 +30,9 @@ def test_needs_revision_then_satisfied_leads_to_a_card_and_after_approval_to_the
     assert len(evidence["content_hash"]) == 64
     assert env.workspace.effects() == []
 
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     assert env.workspace.effects() == [], "publishing needs two release managers"
-    env.engine.decide(action_id=action_id, actor=REL2, decision="approve")
+    decide(env, action_id=action_id, actor=REL2, decision="approve")
     published = env.workspace.effects()
     assert [(e["tool"], e["hash"]) for e in published] == [
         ("publish_report", evidence["content_hash"])

@@ -10,13 +10,13 @@ from agent_runtime.retention import prune_checkpoints
 from store.audit_chain import verify
 from store.models import Decision, Run
 from store.repositories import AuditRepository
-from tests.agent_runtime.engine_env import REVIEWER, make_env, paused_run
+from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 
 
 def test_prune_removes_finished_checkpoints_only_and_keeps_the_record(tmp_path, pg_url):
     env = make_env(tmp_path, url=pg_url)
     done_run, action_id = paused_run(env)
-    env.engine.decide(action_id=action_id, actor=REVIEWER, decision="approve")
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     waiting_run, _ = paused_run(env, 'delete_project_file {"path": "notes/old.txt"}')
     runtime = env.engine.runtime
     assert runtime.has_checkpoint(done_run) and runtime.has_checkpoint(waiting_run)

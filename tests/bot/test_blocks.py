@@ -142,8 +142,9 @@ def test_buttons_only_for_undecided_actions_of_a_pending_card():
             for e in b["elements"]
         ]
 
-    assert button_values(STATES["pending"]) == ["act_0", "act_0"]
-    assert button_values(STATES["partly_decided"]) == ["act_1", "act_1"]
+    pending, partly = STATES["pending"].actions[0], STATES["partly_decided"].actions[1]
+    assert button_values(STATES["pending"]) == [f"act_0:{pending.action_hash}"] * 2
+    assert button_values(STATES["partly_decided"]) == [f"act_1:{partly.action_hash}"] * 2
     assert button_values(STATES["resolved"]) == []
     assert button_values(STATES["invalidated"]) == []
 
@@ -177,7 +178,8 @@ def test_huge_arguments_stay_within_limits():
     assert all(
         e["text"]["text"] == "View full arguments" for e in [r["elements"][-1] for r in rows]
     )
-    assert "Approve all I may approve" in rendered
+    assert "Approve all I may approve" not in rendered, "no bulk approval of unseen actions"
+    assert "Review all 30 actions" in rendered
 
 
 def test_reject_modal_is_a_valid_view_carrying_only_the_action_id():

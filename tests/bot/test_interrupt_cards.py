@@ -7,9 +7,11 @@ import json
 
 from langchain_core.messages import ToolMessage
 
+from agent_runtime.authorization import Refusal
+from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from tests.bot.flows import button, card_now, result_message, start_run
+from tests.bot.flows import button, card_now, ephemeral_for, result_message, start_run
 
 SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
 PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
@@ -75,15 +77,17 @@ def test_batch_approve_edit_reject_resumes_once(serve_bot, sqlite_url):
     rows = [b for b in card.blocks if b.get("block_id", "").startswith("action:")]
     assert len(rows) == 3
     approve_send, approve_publish = button(card, "Approve", 0), button(card, "Approve", 1)
-    reject_delete = button(card, "Reject", 2)
+    reject_delete, edit_publish = button(card, "Reject", 2), button(card, "Edit", 1)
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve_send)
-    edit = open_modal(h, people.RELEASE_MANAGER, card, "Edit", 1)
+    edit = open_modal(h, people.RELEASE_MANAGER, card, edit_publish)
     internal = {"type": "static_select", "selected_option": {"value": '"internal"'}}
     h.driver.submit_view(
         user=people.RELEASE_MANAGER, view_id=edit.id, values={"arg:channel": {"value": internal}}
     )
     h.state.wait_for(lambda: "Edited arguments" in json.dumps(card_now(h, card).blocks))
-    h.driver.click(user=people.RELEASE_MANAGER_2, message=card, button=approve_publish)
+    edited = card_now(h, card)  # the captured Approve names the version before the edit
+    current = next(b for b in buttons(edited) if b.block_id == approve_publish.block_id)
+    h.driver.click(user=people.RELEASE_MANAGER_2, message=edited, button=current)
     h.state.wait_for(lambda: "Approved with edits" in json.dumps(card_now(h, card).blocks))
     assert effects(h) == []
     reject = open_modal(h, people.SECURITY, card, reject_delete)
@@ -230,7 +234,18 @@ def test_approve_all_approves_what_the_reviewer_may_and_leaves_the_rest(serve_bo
     assert effects(h) == []
 
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve_all)
+    stale = ephemeral_for(h, people.RELEASE_MANAGER)
+    assert stale == REFUSALS[Refusal.STALE_VERSION], "the button covered a card that changed"
+    assert "1 of 2 approvals" not in json.dumps(card_now(h, card).blocks)
+
+    # Only one action is left open, so the card now offers no bulk button: approve it as shown.
+    current = card_now(h, card)
+    assert [b.text for b in buttons(current)].count("Approve all I may approve") == 0
+    h.driver.click(user=people.RELEASE_MANAGER, message=current, button=button(current, "Approve"))
     h.state.wait_for(lambda: "1 of 2 approvals" in json.dumps(card_now(h, card).blocks))
-    h.driver.click(user=people.RELEASE_MANAGER_2, message=card, button=approve_all)
+    current = card_now(h, card)
+    h.driver.click(
+        user=people.RELEASE_MANAGER_2, message=current, button=button(current, "Approve")
+    )
     result_message(h, root)
     assert sorted(effects(h)) == ["delete_project_file", "publish_report", "send_external_message"]

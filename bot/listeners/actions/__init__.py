@@ -13,6 +13,7 @@ from bot.listeners.actions.modals import (
     on_view_args,
     on_view_args_page,
 )
+from bot.listeners.actions.review import on_review_all, on_review_page
 
 
 def register(app: App) -> None:
@@ -23,3 +24,5 @@ def register(app: App) -> None:
     app.action(ActionId.RESPOND)(on_respond)
     app.action(ActionId.VIEW_ARGS)(on_view_args)
     app.action(ActionId.VIEW_ARGS_PAGE)(on_view_args_page)
+    app.action(ActionId.REVIEW_ALL)(on_review_all)
+    app.action(ActionId.REVIEW_PAGE)(on_review_page)

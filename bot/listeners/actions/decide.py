@@ -6,8 +6,13 @@ from typing import Any
 
 from slack_bolt import Ack, BoltContext
 
-from agent_runtime.authorization import Actor
+from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.views import versions_digest
+from bot.blocks.approval_card import shown_on_card
+from bot.blocks.notices import stale_notice
 from bot.errors import refusal_text
+from bot.ids import parse_choice
+from bot.listeners.actions.review import refresh_review
 from bot.services import BotServices, actor_from, services_of
 
 
@@ -21,9 +26,8 @@ def on_approve(
     ack()
     services = services_of(context)
     services.metrics.inc("clicks")
-    services.run_later(
-        decide, services, str(action.get("value", "")), actor_from(body), channel_of(body)
-    )
+    action_id, seen = parse_choice(action.get("value"))
+    services.run_later(decide_and_refresh, services, action_id, seen, actor_from(body), body)
 
 
 def on_approve_all(
@@ -32,14 +36,24 @@ def on_approve_all(
     ack()
     services = services_of(context)
     services.metrics.inc("clicks")
+    request_id, digest = parse_choice(action.get("value"))
     services.run_later(
-        approve_all, services, str(action.get("value", ""))[:64], actor_from(body), channel_of(body)
+        approve_all, services, request_id, digest, actor_from(body), channel_of(body)
     )
+
+
+def decide_and_refresh(
+    services: BotServices, action_id: str, seen: str | None, actor: Actor, body: dict[str, Any]
+) -> None:
+    """An Approve from the card or from the review modal; the modal is redrawn afterwards."""
+    decide(services, action_id, seen, actor, channel_of(body))
+    refresh_review(services, body)
 
 
 def decide(
     services: BotServices,
     action_id: str,
+    seen: str | None,
     actor: Actor,
     channel: str | None,
     *,
@@ -47,11 +61,13 @@ def decide(
     message: str | None = None,
     edited_args: dict[str, Any] | None = None,
 ) -> None:
-    """Record the decision (the engine resumes if it was the last one) or explain the refusal."""
+    """Record the decision on the version the reviewer saw (the engine resumes if it was the
+    last one needed), or explain the refusal, showing what changed if the card moved on."""
     result = services.engine.decide(
         action_id=action_id[:64],
         actor=actor,
         decision=decision,
+        seen_hash=seen,
         message=message,
         edited_args=edited_args,
     )
@@ -59,26 +75,41 @@ def decide(
         services.metrics.inc("decisions_recorded")
         return
     services.metrics.inc("decisions_refused")
-    if channel is None:
-        approval = services.engine.approval_of_action(action_id[:64])
-        channel = approval.card_channel if approval else None
-    tell(services, channel, actor.user_id, refusal_text(result.refusal))
+    current = result.current
+    if channel is None and current is not None:
+        channel = current.card_channel
+    target = next((a for a in current.actions if a.id == action_id), None) if current else None
+    if result.refusal is Refusal.STALE_VERSION and target is not None:
+        tell(services, channel, actor.user_id, **stale_notice(target, seen=seen))
+        return
+    tell(services, channel, actor.user_id, text=refusal_text(result.refusal))
 
 
-def approve_all(services: BotServices, request_id: str, actor: Actor, channel: str | None) -> None:
-    """Approve every open action this reviewer may approve; say what was left to others."""
+def approve_all(
+    services: BotServices, request_id: str, digest: str | None, actor: Actor, channel: str | None
+) -> None:
+    """Approve the actions the card showed, at the versions it showed, if the reviewer may;
+    a card that changed since is refused whole. Refused attempts are audited by the engine."""
     approval = services.engine.approval(request_id)
     if approval is None:
-        tell(services, channel, actor.user_id, "I can't find that approval.")
+        tell(services, channel, actor.user_id, text="I can't find that approval.")
+        return
+    approvable = approval.approvable
+    unseen = {a.id for a in approvable} - shown_on_card(approval)
+    if unseen or digest != versions_digest(approvable):
+        services.engine.record_refusal(
+            request_id=request_id,
+            actor=actor,
+            refusal=Refusal.STALE_VERSION,
+            decision="approve_all",
+        )
+        tell(services, channel, actor.user_id, text=refusal_text(Refusal.STALE_VERSION))
         return
     approved, skipped = 0, 0
-    for action in approval.actions:
-        if action.outcome is not None or "approve" not in action.allowed_decisions:
-            continue
-        if services.engine.check(action_id=action.id, actor=actor, decision="approve"):
-            skipped += 1
-            continue
-        result = services.engine.decide(action_id=action.id, actor=actor, decision="approve")
+    for action in approvable:
+        result = services.engine.decide(
+            action_id=action.id, actor=actor, decision="approve", seen_hash=action.action_hash
+        )
         approved += result.refusal is None
         skipped += result.refusal is not None
     services.metrics.inc("decisions_recorded", approved)
@@ -87,11 +118,20 @@ def approve_all(services: BotServices, request_id: str, actor: Actor, channel: s
             services,
             channel,
             actor.user_id,
-            f"You approved {approved} action(s); {skipped} need another reviewer or were "
+            text=f"You approved {approved} action(s); {skipped} need another reviewer or were "
             "already decided.",
         )
 
 
-def tell(services: BotServices, channel: str | None, user_id: str, text: str) -> None:
+def tell(
+    services: BotServices,
+    channel: str | None,
+    user_id: str,
+    *,
+    text: str,
+    blocks: list[dict[str, Any]] | None = None,
+) -> None:
     if channel and user_id:
-        services.client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+        services.client.chat_postEphemeral(
+            channel=channel, user=user_id, text=text, **({"blocks": blocks} if blocks else {})
+        )

@@ -16,6 +16,7 @@ from bot.blocks.arguments import full_argument_pages
 from bot.blocks.edit_modal import edit_modal
 from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
 from bot.errors import user_message
+from bot.ids import choice_value, parse_choice
 from bot.listeners.actions.decide import channel_of, decide, tell
 from bot.services import BotServices, actor_from, services_of
 
@@ -36,34 +37,36 @@ def _open_for_decision(
 ) -> None:
     services = services_of(context)
     services.metrics.inc("clicks")
-    action_id, actor, channel = (
-        str(action.get("value", ""))[:64],
-        actor_from(body),
-        channel_of(body),
-    )
+    action_id, seen = parse_choice(action.get("value"))
+    actor, channel = actor_from(body), channel_of(body)
     refusal: Refusal | None = services.engine.check(
-        action_id=action_id, actor=actor, decision=decision
+        action_id=action_id, actor=actor, decision=decision, seen_hash=seen
     )
     _approval, target = _target(services, action_id) if refusal is None else (None, None)
-    if refusal is not None or target is None:
-        # The engine records the refused attempt and explains it.
-        services.run_later(decide, services, action_id, actor, channel, decision=decision)
+    form = services.engine.edit_form(action_id) if decision == "edit" and target else None
+    if refusal is not None or target is None or (decision == "edit" and form is None):
+        # The engine records the refused attempt and explains it (what changed, if stale).
+        services.run_later(decide, services, action_id, seen, actor, channel, decision=decision)
         return
+    choice = choice_value(action_id, target.action_hash)
     if decision == "reject":
-        view = reject_modal(action_id=action_id, tool_name=target.tool_name)
+        view = reject_modal(action_id=choice, tool_name=target.tool_name)
     elif decision == "respond":
         question = str(target.args.get("question") or target.description or "")
-        view = respond_modal(action_id=action_id, tool_name=target.tool_name, question=question)
+        view = respond_modal(action_id=choice, tool_name=target.tool_name, question=question)
     else:
-        current = target.edited_args if target.edited_args is not None else target.args
-        schema = services.engine.runtime.tool_schema(target.tool_name, current)
+        assert form is not None
+        schema, current = form
         view = edit_modal(
-            action_id=action_id, tool_name=target.tool_name, schema=schema, current=current
+            action_id=choice, tool_name=target.tool_name, schema=schema, current=current
         )
     try:
-        client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
+        if body.get("view"):  # from inside the review modal: stack on top of it
+            client.views_push(trigger_id=body.get("trigger_id", ""), view=view)
+        else:
+            client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
     except Exception as exc:
-        services.run_later(tell, services, channel, actor.user_id, user_message(exc))
+        services.run_later(tell, services, channel, actor.user_id, text=user_message(exc))
 
 
 def on_reject(
@@ -106,7 +109,7 @@ def on_view_args(
         or approval is None
         or (approval.run.channel_id and channel_of(body) not in (None, approval.run.channel_id))
     ):
-        services.run_later(tell, services, channel_of(body), actor.user_id, "Nothing to show.")
+        services.run_later(tell, services, channel_of(body), actor.user_id, text="Nothing to show.")
         return
     view = arguments_modal(action_id=target.id, pages=_pages(target), page=0)
     client.views_open(trigger_id=body.get("trigger_id", ""), view=view)

@@ -8,7 +8,7 @@ from slack_bolt import Ack, App, BoltContext
 
 from bot.blocks.edit_modal import field_block_id, parse_edit
 from bot.blocks.modals import reject_reason, respond_answer
-from bot.ids import BlockId, CallbackId
+from bot.ids import BlockId, CallbackId, parse_choice
 from bot.listeners.actions.decide import decide
 from bot.services import actor_from, services_of
 
@@ -36,9 +36,9 @@ def _submit_text(
         return
     ack()
     services = services_of(context)
-    action_id = str(view.get("private_metadata", ""))
+    action_id, seen = parse_choice(view.get("private_metadata"))
     services.run_later(
-        decide, services, action_id, actor_from(body), None, decision=decision, message=text
+        decide, services, action_id, seen, actor_from(body), None, decision=decision, message=text
     )
 
 
@@ -78,20 +78,19 @@ def on_edit_submitted(
     """Validate with the tool's own schema now, so errors show on the right field; nothing
     reaches the checkpointer until the arguments are valid."""
     services = services_of(context)
-    action_id = str(view.get("private_metadata", ""))[:64]
-    approval = services.engine.approval_of_action(action_id)
-    target = next((a for a in approval.actions if a.id == action_id), None) if approval else None
-    if target is None:
+    action_id, seen = parse_choice(view.get("private_metadata"))
+    form = services.engine.edit_form(action_id)
+    if form is None:
         ack()
-        services.run_later(decide, services, action_id, actor_from(body), None, decision="edit")
+        services.run_later(
+            decide, services, action_id, seen, actor_from(body), None, decision="edit"
+        )
         return
-    current = target.edited_args if target.edited_args is not None else target.args
-    runtime = services.engine.runtime
-    schema = runtime.tool_schema(target.tool_name, current)
+    schema, current = form
     args, errors = parse_edit(view, schema=schema, current=current)
     if not errors:
         fields = [b.get("block_id") for b in view.get("blocks", []) if b.get("type") == "input"]
-        for name, message in runtime.validate_args(target.tool_name, args).items():
+        for name, message in services.engine.edit_errors(action_id, args).items():
             block = field_block_id(name)
             errors[block if block in fields else (fields[0] if fields else block)] = message
     if errors:
@@ -99,5 +98,12 @@ def on_edit_submitted(
         return
     ack()
     services.run_later(
-        decide, services, action_id, actor_from(body), None, decision="edit", edited_args=args
+        decide,
+        services,
+        action_id,
+        seen,
+        actor_from(body),
+        None,
+        decision="edit",
+        edited_args=args,
     )

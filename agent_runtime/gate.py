@@ -1,0 +1,168 @@
+"""The point-of-effect gate: a gated tool runs only if the store holds an approval for exactly
+this call (run, tool, normalized arguments, policy version), whatever wired the agent.
+
+The approval card is how a call usually reaches people; this gate is what the guarantee rests
+on. Each approved action is spent by one tool call; the same call repeated after a crash gets
+the stored result back instead of repeating its effect.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import ToolException
+
+from agent_runtime.catalog import ToolCatalog
+from agent_runtime.faults import fault_point
+from agent_runtime.notifier import Notifier
+from agent_runtime.policy import Policy
+from agent_runtime.views import run_view
+from agent_runtime.wire import action_hash
+from store.db import Database
+from store.executions import ExecutionRepository
+from store.models import Action
+from store.repositories import AuditRepository, RunRepository
+
+logger = logging.getLogger(__name__)
+BLOCKED_EVENT = "ungated_call_blocked"
+
+
+class GateRefused(ToolException):
+    """A gated call without a matching approval: nothing ran. The agent reads this text."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    action_id: str
+    stored_result: str | None
+
+
+def thread_of(config: Mapping[str, Any] | None) -> str | None:
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(thread) if thread is not None else None
+
+
+class EffectGate:
+    def __init__(
+        self, *, db: Database, policy: Policy, catalog: ToolCatalog, notifier: Notifier
+    ) -> None:
+        self.db = db
+        self.policy = policy
+        self.catalog = catalog
+        self.notifier = notifier
+
+    def run(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        tool_name: str,
+        args: Mapping[str, Any],
+        effect: Callable[[], str],
+        tool_call_id: str | None = None,
+    ) -> str:
+        """Run ``effect`` if this call is approved (or the policy does not gate it)."""
+        grant = self.authorize(config, tool_name=tool_name, args=args, tool_call_id=tool_call_id)
+        if grant is None:
+            return effect()
+        if grant.stored_result is not None:
+            return grant.stored_result
+        fault_point("inside_tool")
+        result = effect()
+        self.finish(grant, result)
+        fault_point("after_tool")
+        return result
+
+    def authorize(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        tool_name: str,
+        args: Mapping[str, Any],
+        tool_call_id: str | None = None,
+    ) -> Grant | None:
+        """None when the policy does not gate these arguments; a grant that spends one
+        approved action; or ``GateRefused`` (audited, told in the thread)."""
+        normalized, valid = self.catalog.normalize_or_raw(tool_name, args)
+        if valid and not self.policy.rule_for(tool_name).applies_to(normalized):
+            return None
+        return self._grant(thread_of(config), tool_name, normalized, tool_call_id)
+
+    def finish(self, grant: Grant, result: str) -> None:
+        with self.db.transaction() as s:
+            ExecutionRepository(s).finish(grant.action_id, result=result)
+
+    def _grant(
+        self,
+        run_id: str | None,
+        tool_name: str,
+        args: dict[str, Any],
+        tool_call_id: str | None,
+    ) -> Grant:
+        if run_id is None:
+            return self._refuse(run_id, tool_name, args, "it was called outside any run")
+        with self.db.transaction() as s:
+            repo = ExecutionRepository(s)
+            candidates = repo.spendable(run_id=run_id, tool_name=tool_name)
+            matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
+            for action in matching:
+                done = repo.of(action.id)
+                if done is not None and done.tool_call_id == tool_call_id:
+                    return Grant(action.id, done.result)  # the same call, after a crash
+            current = [a for a in matching if a.request.policy_version == self.policy.version]
+            for action in current:
+                if repo.of(action.id) is None and repo.start(
+                    action, key=_key(action), tool_call_id=tool_call_id
+                ):
+                    return Grant(action.id, None)
+        reason = _why(candidates, matching, current)
+        return self._refuse(run_id, tool_name, args, reason)
+
+    def _refuse(
+        self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
+    ) -> Grant:
+        """Audit, tell the run's thread, and make the agent read why nothing ran."""
+        digest = action_hash(tool_name, args, self.policy.version)
+        view = None
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id) if run_id else None
+            AuditRepository(s).record(
+                BLOCKED_EVENT,
+                outcome="refused",
+                run_id=run.id if run else None,
+                team_id=run.team_id if run else None,
+                reason=reason,
+                detail={"tool": tool_name, "action_hash": digest, "thread_id": run_id},
+            )
+            view = run_view(run) if run is not None else None
+        logger.warning("blocked %s in %s: %s", tool_name, run_id, reason)
+        if view is not None:
+            try:
+                self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)
+            except Exception:
+                logger.exception("could not tell the thread of %s about a blocked call", run_id)
+        raise GateRefused(
+            f"Refused: {tool_name} did not run because {reason}. Gated actions run only after "
+            "people approve exactly that call in Slack; do not try to get around the review."
+        )
+
+
+def _hash(action: Action, tool_name: str, args: dict[str, Any]) -> str:
+    return action_hash(tool_name, args, action.request.policy_version)
+
+
+def _key(action: Action) -> str:
+    """Tenant + operation id + reviewed action hash: the side effect's idempotency key."""
+    return f"{action.request.team_id or '-'}:{action.operation_id}:{action.bound_hash}"
+
+
+def _why(candidates: list[Action], matching: list[Action], current: list[Action]) -> str:
+    if matching and not current:
+        return "it was approved under an earlier version of the approval policy"
+    if matching:
+        return "its approval was already used by another call"
+    if candidates:
+        return "its arguments differ from the ones reviewers approved"
+    return "no reviewer approved this call"

@@ -1,0 +1,98 @@
+"""Protect any LangChain tool with the point-of-effect gate: ``gate_tools(gate, tools)``.
+
+For tools you wrote yourself you may instead call ``gate.run(config, tool_name=..., args=...,
+effect=...)`` around the side effect (what the bundled tools do). Either way the tool refuses
+to act unless people approved exactly this call, however the agent that called it is wired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict
+
+from agent_runtime.gate import EffectGate, GateRefused, Grant
+
+
+class GatedTool(BaseTool):
+    """The wrapped tool's name, description and schema; its effect only through the gate."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    inner: BaseTool
+    gate: EffectGate
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        args, call_id = _call_parts(input)
+        try:
+            grant = self.gate.authorize(
+                config, tool_name=self.name, args=args, tool_call_id=call_id
+            )
+        except GateRefused as exc:
+            return self._refused(exc, call_id)
+        if grant is not None and grant.stored_result is not None:
+            return self._message(grant.stored_result, call_id)
+        output = self.inner.invoke(input, config, **kwargs)
+        self._finish(grant, output)
+        return output
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        args, call_id = _call_parts(input)
+        try:
+            grant = await asyncio.to_thread(
+                self.gate.authorize, config, tool_name=self.name, args=args, tool_call_id=call_id
+            )
+        except GateRefused as exc:
+            return self._refused(exc, call_id)
+        if grant is not None and grant.stored_result is not None:
+            return self._message(grant.stored_result, call_id)
+        output = await self.inner.ainvoke(input, config, **kwargs)
+        await asyncio.to_thread(self._finish, grant, output)
+        return output
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("GatedTool runs through invoke()")
+
+    def _finish(self, grant: Grant | None, output: Any) -> None:
+        if grant is not None:
+            content = output.content if isinstance(output, ToolMessage) else output
+            self.gate.finish(grant, str(content))
+
+    def _message(self, content: str, call_id: str | None) -> Any:
+        if call_id is None:
+            return content
+        return ToolMessage(content=content, tool_call_id=call_id, name=self.name)
+
+    def _refused(self, exc: GateRefused, call_id: str | None) -> Any:
+        if call_id is None:
+            raise exc
+        return ToolMessage(content=str(exc), tool_call_id=call_id, name=self.name, status="error")
+
+
+def gate_tool(gate: EffectGate, tool: BaseTool) -> BaseTool:
+    """The tool, refusing to act without a matching approval; its schema joins the catalog."""
+    gate.catalog.add(tool)
+    return GatedTool(
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema,
+        extras=tool.extras,
+        inner=tool,
+        gate=gate,
+    )
+
+
+def gate_tools(gate: EffectGate, tools: Iterable[BaseTool]) -> list[BaseTool]:
+    return [gate_tool(gate, tool) for tool in tools]
+
+
+def _call_parts(input: Any) -> tuple[Mapping[str, Any], str | None]:
+    """A ToolCall (``{"name", "args", "id", "type": "tool_call"}``) or plain arguments."""
+    if isinstance(input, Mapping) and input.get("type") == "tool_call":
+        args = input.get("args")
+        return (args if isinstance(args, Mapping) else {}), input.get("id")
+    return (input if isinstance(input, Mapping) else {}), None

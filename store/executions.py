@@ -1,0 +1,62 @@
+"""Executions of approved actions: the store side of the point-of-effect gate."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload
+
+from store.models import Action, ActionExecution, ApprovalRequest, utcnow
+
+SPENDABLE_OUTCOMES = ("approved", "edited")
+RESUMING = "resuming"
+
+
+class ExecutionRepository:
+    """Takes a session, never commits: the gate owns the transaction."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def spendable(self, *, run_id: str, tool_name: str) -> list[Action]:
+        """Approved actions of this run and tool whose request is being resumed right now,
+        oldest position first. Only a resume may spend an approval."""
+        stmt = (
+            select(Action)
+            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+            .where(
+                ApprovalRequest.run_id == run_id,
+                ApprovalRequest.status == RESUMING,
+                Action.tool_name == tool_name,
+                Action.outcome.in_(SPENDABLE_OUTCOMES),
+            )
+            .order_by(ApprovalRequest.created_at, Action.position)
+            .options(selectinload(Action.request))
+        )
+        return list(self.session.scalars(stmt))
+
+    def of(self, action_id: str) -> ActionExecution | None:
+        return self.session.get(ActionExecution, action_id)
+
+    def start(self, action: Action, *, key: str, tool_call_id: str | None) -> bool:
+        """Spend the action for this tool call; False if another call spent it first."""
+        try:
+            with self.session.begin_nested():
+                self.session.add(
+                    ActionExecution(
+                        action_id=action.id,
+                        idempotency_key=key,
+                        tool_call_id=tool_call_id,
+                        tool=action.tool_name,
+                        started_at=utcnow(),
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def finish(self, action_id: str, *, result: str) -> None:
+        row = self.session.get(ActionExecution, action_id, with_for_update=True)
+        if row is not None and row.result is None:
+            row.result = result
+            row.finished_at = utcnow()
