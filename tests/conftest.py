@@ -79,10 +79,19 @@ class Harness:
 
 @pytest.fixture
 def serve_bot(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
-    started: list[tuple[Bot, object, SlackSandbox]] = []
+    started: list[tuple[Bot, object, SlackSandbox | None]] = []
 
-    def start(database_url: str, *, clock: object = None, **overrides: object) -> Harness:
-        sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
+    def start(
+        database_url: str,
+        *,
+        clock: object = None,
+        sandbox: SlackSandbox | None = None,
+        **overrides: object,
+    ) -> Harness:
+        """``sandbox``: share another harness's Slack (a second replica, a restart)."""
+        shared = sandbox is not None
+        if sandbox is None:
+            sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
         secret = secrets.token_hex(16)
         settings = load_settings(
             slack_bot_token=SANDBOX_TOKEN,
@@ -95,7 +104,7 @@ def serve_bot(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
         )
         bot = build_bot(settings, clock=clock) if clock else build_bot(settings)
         server = make_server(bot, host="127.0.0.1", port=0).start()
-        started.append((bot, server, sandbox))
+        started.append((bot, server, None if shared else sandbox))
         url = f"http://127.0.0.1:{server.port}"
         driver = SlackDriver(sandbox=sandbox, bot_url=url, signing_secret=secret)
         return Harness(bot, sandbox, driver, Workspace(tmp_path / "workspace"), url)
@@ -104,4 +113,5 @@ def serve_bot(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     for bot, server, sandbox in reversed(started):
         server.stop()  # type: ignore[attr-defined]
         bot.close(drain_seconds=30)
-        sandbox.stop()
+        if sandbox is not None:
+            sandbox.stop()

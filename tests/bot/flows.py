@@ -47,3 +47,13 @@ def card_now(h: Harness, card: Message) -> Message:
 def ephemeral_for(h: Harness, user: str, count: int = 1) -> str:
     notes = h.state.wait_for(lambda: (e := h.state.ephemerals_for(user)) and len(e) >= count and e)
     return notes[count - 1].text
+
+
+def open_modal(h: Harness, user: str, card: Message, label: str | Button, position: int = 0):  # type: ignore[no-untyped-def]
+    """Press a button (by label, or a Button captured earlier) and return the modal it opens."""
+    before = {v.id for v in h.state.open_views(user)}
+    target = label if not isinstance(label, str) else button(card, label, position)
+    h.driver.click(user=user, message=card, button=target)
+    return h.state.wait_for(
+        lambda: next((v for v in h.state.open_views(user) if v.id not in before), None)
+    )

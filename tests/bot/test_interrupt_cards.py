@@ -11,7 +11,14 @@ from agent_runtime.authorization import Refusal
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from tests.bot.flows import button, card_now, ephemeral_for, result_message, start_run
+from tests.bot.flows import (
+    button,
+    card_now,
+    ephemeral_for,
+    open_modal,
+    result_message,
+    start_run,
+)
 
 SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
 PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
@@ -19,16 +26,6 @@ DELETE = 'delete_project_file {"path": "notes/old.txt"}'
 ENV_CHANGE = 'replace_text_file {"path": "config/app.env", "content": "FEATURE_FLAG=on\\n"}'
 ASK = 'ask_user {"question": "Which version should I ship?"}'
 PER_CALL = "agent_runtime.agents.change_request:build_per_call_agent"
-
-
-def open_modal(h, user, card, label, position=0):  # type: ignore[no-untyped-def]
-    """Press a button (by label, or a Button captured earlier) and return the modal it opens."""
-    before = {v.id for v in h.state.open_views(user)}
-    target = label if not isinstance(label, str) else button(card, label, position)
-    h.driver.click(user=user, message=card, button=target)
-    return h.state.wait_for(
-        lambda: next((v for v in h.state.open_views(user) if v.id not in before), None)
-    )
 
 
 def effects(h):  # type: ignore[no-untyped-def]
@@ -192,7 +189,7 @@ def test_subagent_interrupt_says_which_subagent(serve_bot, sqlite_url):
 def test_view_full_arguments_pages_through_a_huge_value(serve_bot, sqlite_url):
     h = serve_bot(sqlite_url)
     text = "".join(f"line {i} <!channel> & more\n" for i in range(4000))
-    args = {"recipient": "a@b.c", "text": text}
+    args = {"recipient": "a@example.com", "text": text}
     _root, card = start_run(h, "send_external_message " + json.dumps(args))
     modal = open_modal(h, people.OUTSIDER, card, "View full arguments")
     pages = [modal.view]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+import yaml
+
+from agent_runtime.policy import BUNDLED_POLICY
 from bot.sandbox import people
-from tests.bot.flows import button, result_message, start_run
-from tests.bot.test_interrupt_cards import open_modal
+from tests.bot.flows import button, open_modal, result_message, start_run
 
 CORPUS = [
     "<!channel>",
@@ -47,8 +49,12 @@ def assert_inert(texts: list[str]) -> None:
         assert not LIVE.search(OURS.sub("", text)), text
 
 
-def test_hostile_text_everywhere_stays_inert(serve_bot, sqlite_url):
-    h = serve_bot(sqlite_url)
+def test_hostile_text_everywhere_stays_inert(serve_bot, sqlite_url, tmp_path):
+    # Without the example's recipient constraint, so the hostile call reaches every button.
+    policy = yaml.safe_load(BUNDLED_POLICY.read_text())
+    del policy["tools"]["send_external_message"]["constraints"]
+    (tmp_path / "open.yaml").write_text(yaml.safe_dump(policy))
+    h = serve_bot(sqlite_url, policy_file=tmp_path / "open.yaml")
     args = {"recipient": HOSTILE, "text": HOSTILE}
     request = f"{HOSTILE}\nsend_external_message {json.dumps(args)}\nask_user " + json.dumps(
         {"question": HOSTILE}

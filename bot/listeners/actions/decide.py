@@ -79,7 +79,7 @@ def decide(
     if channel is None and current is not None:
         channel = current.card_channel
     target = next((a for a in current.actions if a.id == action_id), None) if current else None
-    if result.refusal is Refusal.STALE_VERSION and target is not None:
+    if result.refusal is Refusal.STALE_VERSION and target is not None and seen is not None:
         tell(services, channel, actor.user_id, **stale_notice(target, seen=seen))
         return
     tell(services, channel, actor.user_id, text=refusal_text(result.refusal))
