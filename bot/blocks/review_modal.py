@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent_runtime.views import ActionView, ApprovalView
-from bot.blocks.approval_card import confirm_dialog
 from bot.blocks.arguments import args_markup
+from bot.blocks.card_buttons import confirm_dialog
 from bot.ids import ActionId, CallbackId, choice_value
 from bot.text import mrkdwn, plain
 

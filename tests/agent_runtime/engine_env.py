@@ -60,6 +60,7 @@ class Env:
     notes: Recorder
     workspace: Workspace
     db: Database
+    gate: EffectGate
 
 
 def make_env(
@@ -87,7 +88,7 @@ def make_env(
         key=key,
     )
     engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)
-    return Env(engine, notes, workspace, db)
+    return Env(engine, notes, workspace, db, gate)
 
 
 def paused_run(env: Env, text: str = SEND) -> tuple[str, str]:

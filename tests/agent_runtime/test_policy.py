@@ -136,3 +136,28 @@ def test_when_is_a_deterministic_test_of_the_arguments(tmp_path, tool, args, gat
 def test_bad_when_and_escalation_channel_are_refused(tmp_path, text, fragment):
     with pytest.raises(PolicyError, match=fragment):
         load_policy(write(tmp_path, text))
+
+
+def test_respond_is_refused_on_a_tool_that_can_be_approved(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        'version: "1"\nroles: {a: {users: [U1]}}\n'
+        "tools: {send: {decisions: [approve, respond], approvers: [a]}}\n"
+    )
+    with pytest.raises(PolicyError, match="respond answers in place of the tool"):
+        load_policy(path)
+
+
+def test_constraints_are_part_of_the_policy_and_checked_at_load(tmp_path):
+    bundled = load_policy(None)
+    assert bundled.rule_for("replace_text_file").constraints["path"].locked
+    assert bundled.rule_for("send_external_message").constraints["recipient"].domains == (
+        "example.com",
+    )
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        'version: "1"\nroles: {a: {users: [U1]}}\n'
+        "tools: {send: {approvers: [a], constraints: {to: {pattern: '(unclosed'}}}}\n"
+    )
+    with pytest.raises(PolicyError, match="not a valid regular expression"):
+        load_policy(path)

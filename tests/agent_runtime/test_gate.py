@@ -1,0 +1,171 @@
+"""The point-of-effect gate on a real store: what it lets through, what it refuses, and that an
+approval is spent once."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import StructuredTool, tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode
+from sqlalchemy import select
+
+from agent_runtime.catalog import ToolCatalog
+from agent_runtime.gate import BLOCKED_EVENT, GateRefused
+from agent_runtime.protect import gate_tool
+from agent_runtime.wire import action_hash
+from store.models import ApprovalRequest, AuditEvent
+from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
+from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
+
+SEND_ARGS = {"recipient": "a@example.com", "text": "hi"}
+
+
+@pytest.fixture
+def env(tmp_path):  # type: ignore[no-untyped-def]
+    return make_env(tmp_path)
+
+
+def config(run_id: str) -> dict:
+    return {"configurable": {"thread_id": run_id}}
+
+
+def resuming(env, run_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Put the run's request in the state a resume holds it in, as the engine's claim does."""
+    with env.db.transaction() as s:
+        for request in s.scalars(select(ApprovalRequest).where(ApprovalRequest.run_id == run_id)):
+            request.status = "resuming"
+
+
+def blocked(env) -> list[AuditEvent]:  # type: ignore[no-untyped-def]
+    with env.db.transaction() as s:
+        return list(s.scalars(select(AuditEvent).where(AuditEvent.kind == BLOCKED_EVENT)))
+
+
+def test_a_gated_call_without_any_approval_is_refused_audited_and_told(env):
+    run_id, _action = paused_run(env)
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match="no reviewer approved this call"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+        )
+    assert ran == []
+    (event,) = blocked(env)
+    assert event.run_id == run_id and event.detail["tool"] == "send_external_message"
+    assert [(r.id, tool) for r, tool, _reason in env.notes.blocked] == [
+        (run_id, "send_external_message")
+    ]
+
+
+def test_a_pending_approval_is_not_enough_only_a_resume_may_spend_it(env):
+    run_id, action_id = paused_run(env)
+    with pytest.raises(GateRefused):
+        env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
+    assert [e["tool"] for e in env.workspace.effects()] == ["send_external_message"]
+
+
+def test_an_approval_is_spent_once_and_the_same_call_gets_its_result_back(env):
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        action = s.scalars(select(ApprovalRequest)).one().actions[0]
+        action.outcome = "approved"
+    resuming(env, run_id)
+    calls: list[int] = []
+
+    def effect() -> str:
+        calls.append(1)
+        return f"sent #{len(calls)}"
+
+    run = env.gate.run
+    first = run(
+        config(run_id),
+        tool_name="send_external_message",
+        args=SEND_ARGS,
+        effect=effect,
+        tool_call_id="c1",
+    )
+    again = run(
+        config(run_id),
+        tool_name="send_external_message",
+        args=SEND_ARGS,
+        effect=effect,
+        tool_call_id="c1",
+    )
+    assert (first, again, len(calls)) == ("sent #1", "sent #1", 1), "a repeat after a crash"
+    with pytest.raises(GateRefused, match="already used by another call"):
+        run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=effect,
+            tool_call_id="c2",
+        )
+    with pytest.raises(GateRefused, match="differ from the ones reviewers approved"):
+        run(
+            config(run_id),
+            tool_name="send_external_message",
+            args={**SEND_ARGS, "text": "other"},
+            effect=effect,
+            tool_call_id="c3",
+        )
+    assert len(calls) == 1
+
+
+def test_an_approval_under_an_older_policy_does_not_open_the_gate(env):
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        request.policy_version = "an-older-version"  # recorded and approved under it
+        action = request.actions[0]
+        action.action_hash = action_hash(action.tool_name, action.args, "an-older-version")
+        action.outcome = "approved"
+        request.status = "resuming"
+    with pytest.raises(GateRefused, match="earlier version of the approval policy"):
+        env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
+
+
+def test_calls_the_policy_does_not_gate_run_without_a_record(env):
+    run_id, _action = paused_run(env)
+    out = env.gate.run(
+        config(run_id), tool_name="read_public_report", args={"path": "x"}, effect=lambda: "ok"
+    )
+    assert out == "ok" and blocked(env) == []
+
+
+def test_gate_tool_protects_any_tool_and_answers_the_agent_with_an_error(env):
+    run_id, _action = paused_run(env)
+    effects: list[dict] = []
+    ticket = StructuredTool(
+        name="create_ticket",
+        description="Create a ticket.",
+        args_schema=TICKET_SCHEMA,
+        func=lambda **kw: effects.append(kw) or "created",
+    )
+    guarded = gate_tool(env.gate, ticket)
+    call = {"name": "create_ticket", "args": {"title": "t"}, "id": "c9", "type": "tool_call"}
+    answer = guarded.invoke(call, config(run_id))
+    assert isinstance(answer, ToolMessage) and answer.status == "error"
+    assert "did not run" in str(answer.content) and effects == []
+    assert env.gate.catalog.normalize("create_ticket", {"title": "t"}) == {
+        "title": "t",
+        "priority": "low",
+    }
+
+
+def test_the_catalog_finds_tools_in_nodes_with_any_name():
+    @tool
+    def wire_money(amount: int, currency: str = "EUR") -> str:
+        """Pay."""
+        return "paid"
+
+    graph = StateGraph(dict)
+    graph.add_node("executor", ToolNode([wire_money]))
+    graph.add_edge(START, "executor")
+    catalog = ToolCatalog()
+    catalog.add_graph(graph.compile())
+    assert catalog.normalize("wire_money", {"amount": "12"}) == {"amount": 12, "currency": "EUR"}
+    assert "amount" in catalog.errors("wire_money", {"amount": "lots"})
