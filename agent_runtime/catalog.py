@@ -6,6 +6,7 @@ normalize arguments here, so a default or a coercion cannot change a verdict bet
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -15,17 +16,31 @@ from langchain_core.tools import BaseTool
 from agent_runtime.schemas import InvalidArguments, ToolSchema
 
 
+class ArgsState(enum.StrEnum):
+    """How far arguments could be checked: against the tool's schema (valid or not), or not at
+    all (a tool we cannot see, or two tools sharing a name). Only valid ones can be exempt."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+    UNKNOWN = "unknown"
+
+
 class ToolCatalog:
     def __init__(self, tools: Iterable[BaseTool] = ()) -> None:
         self._schemas: dict[str, ToolSchema] = {}
+        self._ambiguous: set[str] = set()
         self._lock = threading.Lock()
         for tool in tools:
             self.add(tool)
 
     def add(self, tool: BaseTool) -> None:
+        """Two different schemas under one name (a parent's and a subagent's tool, say) cannot
+        be told apart by name: such calls are never normalized, so never exempt (fail closed)."""
         schema = ToolSchema.of(tool)
         with self._lock:
-            self._schemas.setdefault(tool.name, schema)
+            known = self._schemas.setdefault(tool.name, schema)
+            if known is not schema and known.json_schema() != schema.json_schema():
+                self._ambiguous.add(tool.name)
 
     def add_graph(self, graph: Any) -> None:
         """Tools of every node that carries them (``ToolNode`` and the like), not only a node
@@ -35,9 +50,6 @@ class ToolCatalog:
             for tool in (getattr(bound, "tools_by_name", None) or {}).values():
                 if isinstance(tool, BaseTool):
                     self.add(tool)
-
-    def knows(self, name: str) -> bool:
-        return name in self._schemas
 
     def schema(self, name: str, current: Mapping[str, Any]) -> ToolSchema:
         """The tool's schema; for a tool we cannot see, one made of the current keys."""
@@ -50,12 +62,18 @@ class ToolCatalog:
         known = self._schemas.get(name)
         return known.normalize(args) if known is not None else dict(args)
 
-    def normalize_or_raw(self, name: str, args: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-        """``(arguments, valid)``: normalized when valid, else as given (and flagged)."""
+    def normalize_or_raw(
+        self, name: str, args: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], ArgsState]:
+        """Normalized arguments when the tool's schema accepts them, else as given; and how far
+        they could be checked."""
+        known = self._schemas.get(name)
+        if known is None or name in self._ambiguous:
+            return dict(args), ArgsState.UNKNOWN
         try:
-            return self.normalize(name, args), True
+            return known.normalize(args), ArgsState.VALID
         except InvalidArguments:
-            return dict(args), False
+            return dict(args), ArgsState.INVALID
 
     def errors(self, name: str, args: Mapping[str, Any]) -> dict[str, str]:
         known = self._schemas.get(name)

@@ -344,6 +344,8 @@ class ApprovalEngine:
                     "it under the current policy"
                 ),
             )
+        if result.refusal is Refusal.STALE_VERSION and result.current is not None:
+            self.show_card(result.current)  # e.g. a card drawn before versions were on buttons
         if result.approval is not None:
             fault_point("after_decision")
             self.show_card(result.approval)

@@ -9,16 +9,19 @@ the stored result back instead of repeating its effect.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import ToolException
 
-from agent_runtime.catalog import ToolCatalog
+from agent_runtime.catalog import ArgsState, ToolCatalog
+from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
+from agent_runtime.schemas import InvalidArguments, ToolSchema
 from agent_runtime.views import run_view
 from agent_runtime.wire import action_hash
 from store.db import Database
@@ -36,13 +39,27 @@ class GateRefused(ToolException):
 
 @dataclass(frozen=True)
 class Grant:
+    """Leave to run one approved action. ``key`` (tenant + operation id + reviewed action hash)
+    is the effect's idempotency key: pass it on to systems that accept one."""
+
     action_id: str
+    key: str
     stored_result: str | None
 
 
 def thread_of(config: Mapping[str, Any] | None) -> str | None:
     thread = ((config or {}).get("configurable") or {}).get("thread_id")
     return str(thread) if thread is not None else None
+
+
+def call_id_of(config: Mapping[str, Any] | None, tool_call_id: str | None) -> str:
+    """Which call this is, so a replay after a crash is recognised: the tool call id, or for an
+    effect inside a graph node, the node's task in the checkpoint (the same on a replay). Failing
+    both, a fresh id: such a call is never taken for another one."""
+    if tool_call_id:
+        return tool_call_id
+    task = ((config or {}).get("metadata") or {}).get("langgraph_checkpoint_ns")
+    return f"task:{task}" if task else f"once:{uuid.uuid4().hex}"
 
 
 class EffectGate:
@@ -70,7 +87,12 @@ class EffectGate:
         if grant.stored_result is not None:
             return grant.stored_result
         fault_point("inside_tool")
-        result = effect()
+        try:
+            result = effect()
+        except Exception as exc:
+            # The approval is spent either way; a replay of this call must not try again.
+            self.finish(grant, f"Failed: {type(exc).__name__}: {exc}")
+            raise
         self.finish(grant, result)
         fault_point("after_tool")
         return result
@@ -82,13 +104,31 @@ class EffectGate:
         tool_name: str,
         args: Mapping[str, Any],
         tool_call_id: str | None = None,
+        schema: ToolSchema | None = None,
     ) -> Grant | None:
         """None when the policy does not gate these arguments; a grant that spends one
-        approved action; or ``GateRefused`` (audited, told in the thread)."""
-        normalized, valid = self.catalog.normalize_or_raw(tool_name, args)
-        if valid and not self.policy.rule_for(tool_name).applies_to(normalized):
+        approved action; or ``GateRefused`` (audited, told in the thread). ``schema``: the
+        calling tool's own, when it knows it (two tools may share a name)."""
+        rule = self.policy.rule_for(tool_name)
+        normalized, state = self._normalize(tool_name, args, schema)
+        run_id = thread_of(config)
+        broken = violations(rule.constraints, normalized)
+        if broken:  # constraints hold whether or not the call needs a review
+            reason = "the policy does not allow these arguments: " + " ".join(broken.values())
+            return self._refuse(run_id, tool_name, normalized, reason)
+        if not rule.gated or (state is ArgsState.VALID and not rule.applies_to(normalized)):
             return None
-        return self._grant(thread_of(config), tool_name, normalized, tool_call_id)
+        return self._grant(run_id, tool_name, normalized, call_id_of(config, tool_call_id))
+
+    def _normalize(
+        self, tool_name: str, args: Mapping[str, Any], schema: ToolSchema | None
+    ) -> tuple[dict[str, Any], ArgsState]:
+        if schema is None:
+            return self.catalog.normalize_or_raw(tool_name, args)
+        try:
+            return schema.normalize(args), ArgsState.VALID
+        except InvalidArguments:
+            return dict(args), ArgsState.INVALID
 
     def finish(self, grant: Grant, result: str) -> None:
         with self.db.transaction() as s:
@@ -99,7 +139,7 @@ class EffectGate:
         run_id: str | None,
         tool_name: str,
         args: dict[str, Any],
-        tool_call_id: str | None,
+        tool_call_id: str,
     ) -> Grant:
         if run_id is None:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
@@ -110,13 +150,13 @@ class EffectGate:
             for action in matching:
                 done = repo.of(action.id)
                 if done is not None and done.tool_call_id == tool_call_id:
-                    return Grant(action.id, done.result)  # the same call, after a crash
+                    return Grant(action.id, done.idempotency_key, done.result)  # after a crash
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             for action in current:
                 if repo.of(action.id) is None and repo.start(
                     action, key=_key(action), tool_call_id=tool_call_id
                 ):
-                    return Grant(action.id, None)
+                    return Grant(action.id, _key(action), None)
         reason = _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
 

@@ -95,6 +95,17 @@ class ToolRule(_Strict):
     edit may not change it). Checked on the call as proposed and again on every edit."""
 
     @model_validator(mode="after")
+    def _requester_only_answers(self) -> ToolRule:
+        """The ``requester`` role lets the person who asked answer a question; for a tool that
+        acts it would be self-approval without saying so (use ``self_approval``)."""
+        if REQUESTER_ROLE in self.approvers and {"approve", "edit"} & set(self.decisions):
+            raise ValueError(
+                "the requester role may only answer (respond) or reject; to let requesters "
+                "approve their own calls set self_approval: true"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _respond_only_answers(self) -> ToolRule:
         """``respond`` hands the agent a reviewer's text as if it were the tool's result: fine
         for ask-the-human tools, a forged result for a tool that acts."""
@@ -116,7 +127,8 @@ class ToolRule(_Strict):
             return False
         if not self.when:
             return True
-        return all(cond.holds(args.get(name)) for name, cond in self.when.items())
+        # An argument the call does not carry cannot exempt it (fail closed).
+        return all(name not in args or cond.holds(args[name]) for name, cond in self.when.items())
 
 
 class Policy(_Strict):

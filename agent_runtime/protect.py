@@ -17,6 +17,7 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from agent_runtime.gate import EffectGate, GateRefused, Grant
+from agent_runtime.schemas import ToolSchema
 
 
 class GatedTool(BaseTool):
@@ -25,12 +26,17 @@ class GatedTool(BaseTool):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     inner: BaseTool
     gate: EffectGate
+    own_schema: ToolSchema
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         args, call_id = _call_parts(input)
         try:
             grant = self.gate.authorize(
-                config, tool_name=self.name, args=args, tool_call_id=call_id
+                config,
+                tool_name=self.name,
+                args=args,
+                tool_call_id=call_id,
+                schema=self.own_schema,
             )
         except GateRefused as exc:
             return self._refused(exc, call_id)
@@ -44,7 +50,12 @@ class GatedTool(BaseTool):
         args, call_id = _call_parts(input)
         try:
             grant = await asyncio.to_thread(
-                self.gate.authorize, config, tool_name=self.name, args=args, tool_call_id=call_id
+                self.gate.authorize,
+                config,
+                tool_name=self.name,
+                args=args,
+                tool_call_id=call_id,
+                schema=self.own_schema,
             )
         except GateRefused as exc:
             return self._refused(exc, call_id)
@@ -83,6 +94,7 @@ def gate_tool(gate: EffectGate, tool: BaseTool) -> BaseTool:
         extras=tool.extras,
         inner=tool,
         gate=gate,
+        own_schema=ToolSchema.of(tool),
     )
 
 
@@ -91,8 +103,14 @@ def gate_tools(gate: EffectGate, tools: Iterable[BaseTool]) -> list[BaseTool]:
 
 
 def _call_parts(input: Any) -> tuple[Mapping[str, Any], str | None]:
-    """A ToolCall (``{"name", "args", "id", "type": "tool_call"}``) or plain arguments."""
+    """A ToolCall (``{"name", "args", "id", "type": "tool_call"}``) or plain named arguments.
+    Anything else (a bare string, which LangChain maps onto a single argument) is refused:
+    the gate must judge exactly the arguments the tool will run with."""
     if isinstance(input, Mapping) and input.get("type") == "tool_call":
         args = input.get("args")
-        return (args if isinstance(args, Mapping) else {}), input.get("id")
-    return (input if isinstance(input, Mapping) else {}), None
+        if not isinstance(args, Mapping):
+            raise GateRefused("Refused: the call carries no named arguments; nothing ran.")
+        return args, input.get("id")
+    if isinstance(input, Mapping):
+        return input, None
+    raise GateRefused("Refused: call gated tools with named arguments; nothing ran.")

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from agent_runtime.catalog import ToolCatalog
+from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.policy import Policy, ToolRule
 from agent_runtime.wire import ActionSpec, PendingInterrupt, action_hash, canonical_json
@@ -82,12 +82,15 @@ def _action(
     run: Run, spec: ActionSpec, *, policy: Policy, catalog: ToolCatalog, taken: set[str]
 ) -> Action:
     rule = policy.rule_for(spec.name)
-    args, valid = catalog.normalize_or_raw(spec.name, spec.args)
+    args, state = catalog.normalize_or_raw(spec.name, spec.args)
     extra: dict[str, Any] = dict(spec.extra or {})
-    if not valid:
+    offered = allowed_decisions(spec.allowed_decisions, rule.decisions)
+    if state is ArgsState.INVALID:
+        # Not what the tool accepts: it can be fixed by an edit or rejected, never approved.
         extra["schema_errors"] = catalog.errors(spec.name, spec.args)
-    exempt = valid and not rule.applies_to(args)
-    veto = None if exempt else _veto(rule, args)
+        offered = [d for d in offered if d != "approve"]
+    veto = _veto(rule, args)  # constraints apply whether or not the call needs a review
+    exempt = not veto and state is ArgsState.VALID and not rule.applies_to(args)
     if veto:
         extra[POLICY_VETO] = veto
     occurrence = 0
@@ -100,7 +103,7 @@ def _action(
         tool_name=spec.name,
         args=args,
         description=spec.description,
-        allowed_decisions=allowed_decisions(spec.allowed_decisions, rule.decisions),
+        allowed_decisions=offered,
         approver_roles=list(rule.approvers),
         approvals_required=rule.approvals_required,
         self_approval=rule.self_approval,
@@ -118,7 +121,7 @@ def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:
     return " ".join(found.values()) if found else None
 
 
-Normalizer = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], bool]]
+Normalizer = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], ArgsState]]
 
 
 def drift(request: ApprovalRequest, pending: PendingInterrupt, normalize: Normalizer) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -19,12 +20,16 @@ from jsonschema import ValidationError as SchemaValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, create_model
 
 __all__ = ["InvalidArguments", "ToolSchema"]
 
 UNKNOWN_ARGUMENT = "This tool has no such argument."
 WHOLE = "(arguments)"
+LOSSY = (
+    "These arguments cannot be shown to reviewers exactly as the tool would receive them "
+    "(a secret, an excluded or a lossy field), so they cannot be approved."
+)
 
 
 class InvalidArguments(ValueError):
@@ -47,15 +52,22 @@ class _Backend(Protocol):
 
 
 class _PydanticBackend:
-    """A pydantic v2 model class, as ``@tool`` functions produce."""
+    """A pydantic v2 model class, as ``@tool`` functions produce. ``hidden`` names fields the
+    model never sends (injected by LangChain): optional here and left out of the result."""
 
-    def __init__(self, model: type[BaseModel]) -> None:
+    def __init__(self, model: type[BaseModel], hidden: frozenset[str] = frozenset()) -> None:
         self._model = model
+        self._hidden = hidden
 
     @functools.cached_property
     def _schema(self) -> dict[str, Any]:
         # Pydantic rebuilds this on every call; built lazily since some types have no schema.
-        return self._model.model_json_schema()
+        schema = self._model.model_json_schema()
+        properties = schema.get("properties", {})
+        for name in self._hidden:
+            properties.pop(name, None)
+        schema["required"] = [r for r in schema.get("required", []) if r not in self._hidden]
+        return schema
 
     def json_schema(self) -> dict[str, Any]:
         return copy.deepcopy(self._schema)
@@ -72,8 +84,25 @@ class _PydanticBackend:
         return found
 
     def normalize(self, args: dict[str, Any]) -> dict[str, Any]:
-        # By alias, so the result validates again under the same schema.
-        return self._model.model_validate(args).model_dump(mode="json", by_alias=True)
+        """By alias, so the result validates again under the same schema. A value the JSON
+        form cannot carry faithfully (a secret, an excluded or lossy-serialized field) is
+        refused: reviewers must see, and the hash must bind, exactly what the tool gets."""
+        validated = self._model.model_validate(args)
+        exclude = set(self._hidden)
+        dumped = validated.model_dump(mode="json", by_alias=True, exclude=exclude)
+        fields = [n for n in type(validated).model_fields if n not in self._hidden]
+        for name in fields:
+            if isinstance(getattr(validated, name), set | frozenset):
+                key = type(validated).model_fields[name].alias or name
+                dumped[key] = sorted(dumped[key], key=_canonical)  # one order in every process
+        again = self._model.model_validate(dumped)
+        if any(getattr(again, name) != getattr(validated, name) for name in fields):
+            raise InvalidArguments({WHOLE: LOSSY})
+        return dumped
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 class _JsonSchemaBackend:
@@ -116,7 +145,9 @@ class _JsonSchemaBackend:
         return result
 
 
-def _checked_model(tool: BaseTool, call_schema: type[BaseModel]) -> type[BaseModel]:
+def _checked_model(
+    tool: BaseTool, call_schema: type[BaseModel]
+) -> tuple[type[BaseModel], frozenset[str]]:
     """The tool's own ``args_schema`` when it has exactly the call schema's fields.
 
     LangChain rebuilds ``tool_call_schema`` from bare fields, dropping the validators, aliases
@@ -125,13 +156,16 @@ def _checked_model(tool: BaseTool, call_schema: type[BaseModel]) -> type[BaseMod
     LangChain supplies, and the rebuilt call schema is the best available check.
     """
     own = getattr(tool, "args_schema", None)
-    if (
-        isinstance(own, type)
-        and issubclass(own, BaseModel)
-        and own.model_fields.keys() == call_schema.model_fields.keys()
-    ):
-        return own
-    return call_schema
+    if not (isinstance(own, type) and issubclass(own, BaseModel)):
+        return call_schema, frozenset()
+    hidden = frozenset(own.model_fields.keys() - call_schema.model_fields.keys())
+    if not hidden:
+        return own, hidden
+    # Injected arguments (tool call id, state) are optional here, so the tool's own validators
+    # still run on what the model sent.
+    optional: dict[str, Any] = {name: (Any, None) for name in hidden}
+    checked = create_model(f"{own.__name__}Checked", __base__=own, **optional)
+    return checked, hidden
 
 
 def _argument_of(error: SchemaValidationError) -> str:
@@ -170,7 +204,8 @@ class ToolSchema:
         if isinstance(schema, Mapping):
             return cls(_JsonSchemaBackend(schema))
         if isinstance(schema, type) and issubclass(schema, BaseModel):
-            return cls(_PydanticBackend(_checked_model(tool, schema)))
+            model, hidden = _checked_model(tool, schema)
+            return cls(_PydanticBackend(model, hidden))
         msg = f"Cannot check arguments of tool {tool.name!r} against schema {schema!r}"
         raise TypeError(msg)
 

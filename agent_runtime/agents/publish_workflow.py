@@ -24,7 +24,7 @@ from langgraph.types import Checkpointer, interrupt
 
 from agent_runtime.agents import rubric
 from agent_runtime.agents.workspace import Workspace
-from agent_runtime.gate import EffectGate
+from agent_runtime.gate import EffectGate, GateRefused
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.wire import review_request
 from agent_runtime.workflow_audit import WorkflowAudit
@@ -129,7 +129,11 @@ class PublishNodes:
             review_request(
                 kind="publish_report",
                 name="publish_report",
-                args={"path": REPORT_PATH, "channel": "public"},
+                args={
+                    "path": REPORT_PATH,
+                    "channel": "public",
+                    "content_hash": state.get("content_hash", ""),
+                },
                 description="Publish this report publicly. The rubric is satisfied.",
                 preview=state["draft"],
                 allowed_decisions=("approve", "reject"),
@@ -148,25 +152,31 @@ class PublishNodes:
         if status != "satisfied":
             return _end(f"Refused to publish: the rubric status is {status!r}, not 'satisfied'.")
         report = self.workspace.resolve(REPORT_PATH)
-        current = rubric.content_hash(report.read_text(encoding="utf-8")) if report.exists() else ""
+        text = report.read_text(encoding="utf-8") if report.exists() else ""
+        current = rubric.content_hash(text) if report.exists() else ""
         if current != state.get("content_hash"):
             return _end("Refused to publish: the report changed after it was checked.")
         if decision[1] != "approve":
             return _end(f"Not published: the reviewer said no ({decision[2] or 'no reason'}).")
 
         def effect() -> str:
+            # The very text that was hashed, checked and approved; not the file as it is now.
             target = self.workspace.resolve(f"published/public/{report.name}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(report.read_bytes())
+            target.write_text(text, encoding="utf-8")
             self.workspace.record_effect("publish_report", path=REPORT_PATH, hash=current)
             return f"published {REPORT_PATH} (sha256 {current[:12]})"
 
-        args = {"path": REPORT_PATH, "channel": "public"}
-        result = (
-            self.gate.run(config, tool_name="publish_report", args=args, effect=effect)
-            if self.gate is not None
-            else effect()
-        )
+        # The gate binds the approval to the content's hash, not only to the path.
+        args = {"path": REPORT_PATH, "channel": "public", "content_hash": current}
+        try:
+            result = (
+                self.gate.run(config, tool_name="publish_report", args=args, effect=effect)
+                if self.gate is not None
+                else effect()
+            )
+        except GateRefused as exc:
+            return _end(str(exc))
         if self.audit is not None:
             detail = {"rubric_verdict": status, "content_hash": current, "decision": decision[1]}
             self.audit(config, "report_published", detail)

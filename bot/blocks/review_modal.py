@@ -63,7 +63,8 @@ def review_modal(approval: ApprovalView, *, page: int) -> dict[str, Any]:
 
 def _action_rows(approval: ApprovalView, action: ActionView) -> list[dict[str, Any]]:
     shown = action.edited_args if action.edited_args is not None else action.args
-    code, fields, _cut = args_markup(shown)
+    code, fields, cut = args_markup(shown)
+    cut |= bool((action.extra or {}).get("preview"))
     head = f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*"
     section: dict[str, Any] = {
         "type": "section",
@@ -80,6 +81,8 @@ def _action_rows(approval: ApprovalView, action: ActionView) -> list[dict[str, A
     rows.append(_context(f"Sign-offs: {signed} of {action.approvals_required}"))
     if approval.status == "pending":
         buttons = _buttons(action)
+        if cut:  # what did not fit here is one click away, as on the card
+            buttons.append(_plain_button("View full arguments", ActionId.VIEW_ARGS, action.id))
         if buttons:
             rows.append({"type": "actions", "block_id": f"review:{action.id}", "elements": buttons})
     return rows
@@ -110,6 +113,15 @@ def _buttons(action: ActionView) -> list[dict[str, Any]]:
             }
         )
     return buttons
+
+
+def _plain_button(label: str, action_id: str, value: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label},
+        "action_id": action_id,
+        "value": value,
+    }
 
 
 def _nav(label: str, approval_id: str, page: int) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from langgraph.prebuilt import ToolNode
 from sqlalchemy import select
 
 from agent_runtime.catalog import ToolCatalog
-from agent_runtime.gate import BLOCKED_EVENT, GateRefused
+from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
 from store.models import ApprovalRequest, AuditEvent
@@ -169,3 +169,65 @@ def test_the_catalog_finds_tools_in_nodes_with_any_name():
     catalog.add_graph(graph.compile())
     assert catalog.normalize("wire_money", {"amount": "12"}) == {"amount": 12, "currency": "EUR"}
     assert "amount" in catalog.errors("wire_money", {"amount": "lots"})
+
+
+def test_a_failed_effect_spends_its_approval_and_a_replay_does_not_run_it_again(env):
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        raise ConnectionError("mail server down")
+
+    kwargs = {"tool_name": "send_external_message", "args": SEND_ARGS, "tool_call_id": "c1"}
+    with pytest.raises(ConnectionError):
+        env.gate.run(config(run_id), effect=flaky, **kwargs)
+    replay = env.gate.run(config(run_id), effect=flaky, **kwargs)
+    assert replay == "Failed: ConnectionError: mail server down" and len(attempts) == 1
+
+
+def test_calls_without_a_call_id_are_never_taken_for_one_another(env):
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+    kwargs = {"tool_name": "send_external_message", "args": SEND_ARGS}
+    assert env.gate.run(config(run_id), effect=lambda: "sent", **kwargs) == "sent"
+    with pytest.raises(GateRefused, match="already used"):
+        env.gate.run(config(run_id), effect=lambda: "sent again", **kwargs)
+
+
+def test_constraints_hold_at_the_gate_even_where_no_review_is_needed(env):
+    run_id, _action = paused_run(env)
+    with pytest.raises(GateRefused, match="not an allowed domain"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args={"recipient": "boss@competitor.biz", "text": "x"},
+            effect=lambda: "sent",
+        )
+
+
+def test_a_tool_the_catalog_cannot_see_is_never_exempt(tmp_path):
+    """``when`` would exempt ``{}``-less calls of an unknown tool only on arguments nobody
+    normalized; without a schema the gate asks for an approval."""
+    from agent_runtime.notifier import NullNotifier
+    from agent_runtime.policy import Policy
+    from store.db import Database
+    from store.migrate import upgrade
+
+    db = Database(f"sqlite:///{tmp_path / 'g.db'}")
+    upgrade(db.engine)
+    policy = Policy.model_validate(
+        {
+            "version": "v1",
+            "roles": {"rm": {"users": ["U1"]}},
+            "tools": {"publish": {"approvers": ["rm"], "when": {"channel": "public"}}},
+        }
+    )
+    gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=NullNotifier())
+    with pytest.raises(GateRefused):
+        gate.run(config("run_x"), tool_name="publish", args={"channel": "internal"}, effect=str)

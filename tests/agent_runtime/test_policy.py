@@ -112,7 +112,7 @@ tools:
     [
         ("publish", {"channel": "public"}, True),
         ("publish", {"channel": "internal"}, False),
-        ("publish", {}, False),
+        ("publish", {}, True),  # a missing argument never exempts (fail closed)
         ("send", {"recipient": "x@example.com", "urgent": True}, True),
         ("send", {"recipient": "team@example.com", "urgent": True}, False),
         ("send", {"recipient": "x@example.com", "urgent": False}, False),
@@ -160,4 +160,14 @@ def test_constraints_are_part_of_the_policy_and_checked_at_load(tmp_path):
         "tools: {send: {approvers: [a], constraints: {to: {pattern: '(unclosed'}}}}\n"
     )
     with pytest.raises(PolicyError, match="not a valid regular expression"):
+        load_policy(path)
+
+
+def test_the_requester_role_cannot_approve_a_tool_that_acts(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        'version: "1"\nroles: {a: {users: [U1]}}\n'
+        "tools: {send: {decisions: [approve, reject], approvers: [requester, a]}}\n"
+    )
+    with pytest.raises(PolicyError, match="requester role may only answer"):
         load_policy(path)

@@ -376,3 +376,59 @@ def test_tool_without_schema_accepts_any_object():
     assert schema.errors("text") == {  # type: ignore[arg-type]
         "(arguments)": "Arguments must be an object of named values, not str."
     }
+
+
+def test_arguments_the_json_form_cannot_carry_are_refused_not_masked():
+    from pydantic import BaseModel, Field, SecretStr
+
+    from agent_runtime.schemas import LOSSY
+
+    class Hook(BaseModel):
+        url: SecretStr
+        memo: str = Field(default="", exclude=True)
+
+    def set_hook(url: SecretStr, memo: str = "") -> str:
+        return "ok"
+
+    tool = StructuredTool.from_function(
+        set_hook, name="set_hook", description="Set a hook.", args_schema=Hook
+    )
+    with pytest.raises(InvalidArguments) as err:
+        ToolSchema.of(tool).normalize({"url": "https://a.example/x"})
+    assert err.value.errors == {"(arguments)": LOSSY}
+
+
+def test_sets_normalize_to_one_order():
+    @tool
+    def invite(emails: set[str]) -> str:
+        """Invite people."""
+        return "ok"
+
+    normalized = ToolSchema.of(invite).normalize({"emails": ["c@x.io", "a@x.io", "b@x.io"]})
+    assert normalized == {"emails": ["a@x.io", "b@x.io", "c@x.io"]}
+
+
+def test_validators_still_run_when_the_tool_has_injected_arguments():
+    from typing import Annotated
+
+    from langchain_core.tools import InjectedToolCallId
+    from pydantic import BaseModel, field_validator
+
+    class Args(BaseModel):
+        channel: str
+        call_id: Annotated[str, InjectedToolCallId]
+
+        @field_validator("channel")
+        @classmethod
+        def lower(cls, value: str) -> str:
+            return value.lower()
+
+    def publish(channel: str, call_id: str) -> str:
+        return channel
+
+    tool = StructuredTool.from_function(
+        publish, name="publish", description="Publish.", args_schema=Args
+    )
+    schema = ToolSchema.of(tool)
+    assert schema.normalize({"channel": "PUBLIC"}) == {"channel": "public"}
+    assert "call_id" not in schema.json_schema()["properties"]

@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from agent_runtime.authorization import Refusal
+from agent_runtime.views import versions_digest
 from bot.errors import REFUSALS
-from bot.ids import ActionId, CallbackId
+from bot.ids import ActionId, CallbackId, choice_value
 from bot.sandbox import people
 from bot.sandbox.driver import Button, buttons
 from store.models import AuditEvent, Decision
@@ -137,15 +138,22 @@ def test_a_value_without_a_version_is_refused(serve_bot, sqlite_url, tmp_path):
     _root, card = start_run(h, PUBLISH)
     approve = button(card, "Approve")
     bare = Button(approve.block_id, approve.action_id, approve.value.split(":")[0], approve.text)
+    edits = card_now(h, card).edits
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=bare)
     assert ephemeral_for(h, people.RELEASE_MANAGER) == REFUSALS[Refusal.STALE_VERSION]
+    h.state.wait_for(lambda: card_now(h, card).edits > edits)  # redrawn with current versions
     with h.bot.db.transaction() as s:
         assert list(s.scalars(select(Decision))) == []
 
 
-FIFTEEN = "\n".join(
-    f'send_external_message {{"recipient": "p{i}@example.com", "text": "note {i}"}}'
-    for i in range(15)
+FIFTEEN = (
+    "\n".join(
+        f'send_external_message {{"recipient": "p{i}@example.com", "text": "note {i}"}}'
+        for i in range(14)
+    )
+    + '\nsend_external_message {"recipient": "p14@example.com", "text": "'
+    + "x" * 300
+    + ' END"}'
 )
 
 
@@ -157,13 +165,20 @@ def test_a_batch_too_big_for_its_card_is_reviewed_action_by_action(serve_bot, sq
     assert "Review all 15 actions" in labels
     assert "do not fit on this card" in json.dumps(card.blocks)
 
-    # A forged Approve all for this request is refused: the card never drew one.
+    # A forged Approve all naming every action at its current version is still refused: the
+    # card never drew those actions, so no reviewer saw them there.
+    request_id = button(card, "Review all 15 actions").value
+    view = h.bot.services.engine.approval(request_id)
     forged = Button(
-        "request:x", ActionId.APPROVE_ALL, button(card, "Review all 15 actions").value + ":0", "x"
+        f"request:{request_id}",
+        ActionId.APPROVE_ALL,
+        choice_value(request_id, versions_digest(view.approvable)),
+        "Approve all I may approve",
     )
     h.driver.click(user=people.SECURITY, message=card, button=forged)
     assert ephemeral_for(h, people.SECURITY) == REFUSALS[Refusal.STALE_VERSION]
     assert any(e.detail.get("decision") == "approve_all" for e in refusals(h))
+    assert h.workspace.effects() == []
 
     modal = open_modal(h, people.SECURITY, card, "Review all 15 actions")
     assert modal.view["callback_id"] == CallbackId.REVIEW_MODAL
@@ -171,6 +186,8 @@ def test_a_batch_too_big_for_its_card_is_reviewed_action_by_action(serve_bot, sq
     for page in range(3):
         view = h.state.views[modal.id].view
         assert f"Page {page + 1} of 3" in json.dumps(view)
+        if page == 2:  # the long text is cut here: the whole of it is one click away
+            assert "View full arguments" in json.dumps(view)
         for element in [
             e
             for b in view["blocks"]

@@ -48,7 +48,8 @@ def _open_for_decision(
         # The engine records the refused attempt and explains it (what changed, if stale).
         services.run_later(decide, services, action_id, seen, actor, channel, decision=decision)
         return
-    choice = choice_value(action_id, target.action_hash)
+    assert seen is not None  # ``check`` refused a click without a version
+    choice = choice_value(action_id, seen)  # the version clicked, not the one read since
     if decision == "reject":
         view = reject_modal(action_id=choice, tool_name=target.tool_name)
     elif decision == "respond":
@@ -112,7 +113,10 @@ def on_view_args(
         services.run_later(tell, services, channel_of(body), actor.user_id, text="Nothing to show.")
         return
     view = arguments_modal(action_id=target.id, pages=_pages(target), page=0)
-    client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
+    if body.get("view"):  # from the review modal: stack on top of it
+        client.views_push(trigger_id=body.get("trigger_id", ""), view=view)
+    else:
+        client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
 
 
 def on_view_args_page(
