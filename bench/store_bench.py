@@ -24,6 +24,8 @@ from store.audit_export import export
 from store.db import Database
 from store.migrate import upgrade
 
+POLICY_VERSION = load_policy(None).version  # the version the engine decides under
+SEEDED_HASH = "h" * 64
 REQUESTS, PENDING, AUDIT = 100_000, 1_000, 1_000_000
 
 
@@ -55,7 +57,7 @@ def _load(db: Database) -> list[str]:
                         f"i{i}",
                         "hitl_batch",
                         status,
-                        "v1",
+                        POLICY_VERSION,
                         "U0ALICE",
                         now + dt.timedelta(hours=4),
                         now,
@@ -84,7 +86,7 @@ def _load(db: Database) -> list[str]:
                         2,
                         False,
                         "high",
-                        "h" * 64,
+                        SEEDED_HASH,
                         f"op_{i}",
                         False,
                         None if i >= REQUESTS - PENDING else "approved",
@@ -143,7 +145,9 @@ def run_all() -> list[str]:
             result = decisions.record(
                 engine,
                 action_id=action_id,
-                attempt=decisions.Attempt(actor=reviewer, decision="approve"),
+                attempt=decisions.Attempt(
+                    actor=reviewer, decision="approve", seen_hash=SEEDED_HASH
+                ),
             )
             recording.append(time.perf_counter() - start)
             assert result.refusal is None and not result.completed
