@@ -31,13 +31,7 @@ class GatedTool(BaseTool):
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         args, call_id = _call_parts(input)
         try:
-            grant = self.gate.authorize(
-                config,
-                tool_name=self.name,
-                args=args,
-                tool_call_id=call_id,
-                schema=self.own_schema,
-            )
+            grant = self._authorize(config, args, call_id)
         except GateRefused as exc:
             return self._refused(exc, call_id)
         if grant is not None and grant.stored_result is not None:
@@ -49,14 +43,7 @@ class GatedTool(BaseTool):
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         args, call_id = _call_parts(input)
         try:
-            grant = await asyncio.to_thread(
-                self.gate.authorize,
-                config,
-                tool_name=self.name,
-                args=args,
-                tool_call_id=call_id,
-                schema=self.own_schema,
-            )
+            grant = await asyncio.to_thread(self._authorize, config, args, call_id)
         except GateRefused as exc:
             return self._refused(exc, call_id)
         if grant is not None and grant.stored_result is not None:
@@ -64,6 +51,13 @@ class GatedTool(BaseTool):
         output = await self.inner.ainvoke(input, config, **kwargs)
         await asyncio.to_thread(self._finish, grant, output)
         return output
+
+    def _authorize(
+        self, config: RunnableConfig | None, args: Mapping[str, Any], call_id: str | None
+    ) -> Grant | None:
+        return self.gate.authorize(
+            config, tool_name=self.name, args=args, tool_call_id=call_id, schema=self.own_schema
+        )
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("GatedTool runs through invoke()")

@@ -100,7 +100,10 @@ def resume_locked(
     problem = drift(request, pending, normalize) if pending is not None else None
     if problem is None and pending is None and not recovering:
         problem = "the run is no longer waiting for this approval"
-    if problem is None and pending is not None and request.policy_version != engine.policy.version:
+    approves = any(a.outcome in ("approved", "edited") for a in request.actions)
+    changed = request.policy_version != engine.policy.version
+    if problem is None and pending is not None and approves and changed:
+        # Rejections (and expiry) still go through: refusing under any policy runs nothing.
         problem = f"the approval policy changed since it was decided ({request.policy_version})"
     if problem is not None:
         _finish(engine, request_id, status="invalidated", outcome=problem)

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused
+from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
 from store.models import ApprovalRequest, AuditEvent
@@ -231,3 +232,40 @@ def test_a_tool_the_catalog_cannot_see_is_never_exempt(tmp_path):
     gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=NullNotifier())
     with pytest.raises(GateRefused):
         gate.run(config("run_x"), tool_name="publish", args={"channel": "internal"}, effect=str)
+
+
+def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, pg_url):
+    """Two processes' calls spend the same approval at the same moment: one effect, one
+    refusal, on the production store."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = make_env(tmp_path, url=pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        with env.db.transaction() as s:
+            s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+        resuming(env, run_id)
+        start = threading.Barrier(8)
+        effects: list[str] = []
+
+        def call(n: int) -> str:
+            start.wait()
+            try:
+                return env.gate.run(
+                    config(run_id),
+                    tool_name="send_external_message",
+                    args=SEND_ARGS,
+                    effect=lambda: effects.append(f"c{n}") or "sent",
+                    tool_call_id=f"c{n}",
+                )
+            except GateRefused:
+                return "refused"
+
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(call, range(8)))
+        assert sorted(outcomes) == ["refused"] * 7 + ["sent"]
+        assert len(effects) == 1
+    finally:
+        close_checkpointer(env.engine.runtime.checkpointer)
+        env.db.dispose()

@@ -69,3 +69,17 @@ def test_two_replicas_expire_a_request_once(tmp_path, pg_url):
     for env in (first, second):
         close_checkpointer(env.engine.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_expiry_under_a_newer_policy_still_rejects_and_says_expired(tmp_path):
+    """A rejection is safe under any policy: expiry is not turned into an invalidation."""
+    clock = Clock()
+    env = make_env(tmp_path, clock=clock)
+    run_id, _action = paused_run(env)
+    env.engine.policy = env.engine.policy.model_copy(update={"version": "rolled-out-later"})
+    clock.now += dt.timedelta(hours=4, seconds=1)
+    assert Sweeper(env.engine).run_once().expired == 1
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest).where(ApprovalRequest.run_id == run_id)).one()
+    assert request.status == "expired"
+    assert env.workspace.effects() == []
