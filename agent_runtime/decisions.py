@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
 from agent_runtime.constraints import violations
+from agent_runtime.schemas import InvalidArguments
 from agent_runtime.views import ApprovalView, approval_view
 from agent_runtime.wire import action_hash
 from store.models import Action, ApprovalRequest
@@ -81,7 +82,10 @@ def edit_errors(engine: ApprovalEngine, action: Action, edited: dict[str, Any]) 
     errors = catalog.errors(action.tool_name, edited)
     if errors:
         return errors
-    normalized = catalog.normalize(action.tool_name, edited)
+    try:
+        normalized = catalog.normalize(action.tool_name, edited)
+    except InvalidArguments as exc:
+        return dict(exc.errors)
     rule = engine.policy.rule_for(action.tool_name)
     return violations(rule.constraints, normalized, original=action.args)
 

@@ -145,12 +145,15 @@ class EffectGate:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
         with self.db.transaction() as s:
             repo = ExecutionRepository(s)
+            for action, done in repo.of_call(
+                run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id
+            ):
+                if action.bound_hash != _hash(action, tool_name, args):
+                    continue
+                if done.result is not None or action.request.status == "resuming":
+                    return Grant(action.id, done.idempotency_key, done.result)  # a replay
             candidates = repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
-            for action in matching:
-                done = repo.of(action.id)
-                if done is not None and done.tool_call_id == tool_call_id:
-                    return Grant(action.id, done.idempotency_key, done.result)  # after a crash
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             for action in current:
                 if repo.of(action.id) is None and repo.start(

@@ -36,7 +36,11 @@ class GatedTool(BaseTool):
             return self._refused(exc, call_id)
         if grant is not None and grant.stored_result is not None:
             return self._message(grant.stored_result, call_id)
-        output = self.inner.invoke(input, config, **kwargs)
+        try:
+            output = self.inner.invoke(input, config, **kwargs)
+        except Exception as exc:
+            self._failed(grant, exc)
+            raise
         self._finish(grant, output)
         return output
 
@@ -48,15 +52,22 @@ class GatedTool(BaseTool):
             return self._refused(exc, call_id)
         if grant is not None and grant.stored_result is not None:
             return self._message(grant.stored_result, call_id)
-        output = await self.inner.ainvoke(input, config, **kwargs)
+        try:
+            output = await self.inner.ainvoke(input, config, **kwargs)
+        except Exception as exc:
+            await asyncio.to_thread(self._failed, grant, exc)
+            raise
         await asyncio.to_thread(self._finish, grant, output)
         return output
 
     def _authorize(
         self, config: RunnableConfig | None, args: Mapping[str, Any], call_id: str | None
     ) -> Grant | None:
+        """Judged on what the model sent: values LangChain injects (state, store) are not
+        part of the reviewed call."""
+        sent = self.own_schema.without_injected(args)
         return self.gate.authorize(
-            config, tool_name=self.name, args=args, tool_call_id=call_id, schema=self.own_schema
+            config, tool_name=self.name, args=sent, tool_call_id=call_id, schema=self.own_schema
         )
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
@@ -66,6 +77,11 @@ class GatedTool(BaseTool):
         if grant is not None:
             content = output.content if isinstance(output, ToolMessage) else output
             self.gate.finish(grant, str(content))
+
+    def _failed(self, grant: Grant | None, exc: Exception) -> None:
+        """The approval is spent either way: a retry of this call gets the failure back."""
+        if grant is not None:
+            self.gate.finish(grant, f"Failed: {type(exc).__name__}: {exc}")
 
     def _message(self, content: str, call_id: str | None) -> Any:
         if call_id is None:

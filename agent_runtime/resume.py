@@ -79,7 +79,7 @@ def resume_locked(
 
     ``recovering``: a process that claimed this request died. If the checkpoint no longer waits
     on the interrupt, that process got as far as resuming it: finish what it started (an
-    interrupted step is continued; the idempotency keys keep tools from repeating effects).
+    interrupted step is continued; the gate's execution records keep tools from repeating effects).
     """
     with engine.db.transaction() as s:
         request = ApprovalRepository(s).get(request_id)

@@ -59,6 +59,10 @@ class _PydanticBackend:
         self._model = model
         self._hidden = hidden
 
+    @property
+    def hidden(self) -> frozenset[str]:
+        return self._hidden
+
     @functools.cached_property
     def _schema(self) -> dict[str, Any]:
         # Pydantic rebuilds this on every call; built lazily since some types have no schema.
@@ -95,7 +99,10 @@ class _PydanticBackend:
             if isinstance(getattr(validated, name), set | frozenset):
                 key = type(validated).model_fields[name].alias or name
                 dumped[key] = sorted(dumped[key], key=_canonical)  # one order in every process
-        again = self._model.model_validate(dumped)
+        try:
+            again = self._model.model_validate(dumped)
+        except ValidationError:
+            raise InvalidArguments({WHOLE: LOSSY}) from None
         if any(getattr(again, name) != getattr(validated, name) for name in fields):
             raise InvalidArguments({WHOLE: LOSSY})
         return dumped
@@ -220,10 +227,17 @@ class ToolSchema:
         return self._backend.json_schema()
 
     def errors(self, args: Mapping[str, Any]) -> dict[str, str]:
-        """Errors by argument name ("(arguments)" for the whole); empty when valid."""
+        """Errors by argument name ("(arguments)" for the whole); empty when valid, and then
+        ``normalize`` succeeds."""
         if not isinstance(args, Mapping):
             return {WHOLE: f"Arguments must be an object of named values, not {_kind(args)}."}
-        return self._backend.errors(dict(args))
+        found = self._backend.errors(dict(args))
+        if not found:
+            try:
+                self._backend.normalize(dict(args))
+            except InvalidArguments as exc:
+                found = dict(exc.errors)
+        return found
 
     def normalize(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments as the tool will see them, as JSON; raises ``InvalidArguments``."""
@@ -231,6 +245,11 @@ class ToolSchema:
         if found:
             raise InvalidArguments(found)
         return self._backend.normalize(dict(args))
+
+    def without_injected(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``args`` less the values LangChain injects (never sent by the model)."""
+        hidden = getattr(self._backend, "hidden", frozenset())
+        return {k: v for k, v in args.items() if k not in hidden}
 
 
 def _kind(value: object) -> str:

@@ -73,6 +73,15 @@ def actor_from(body: dict[str, Any]) -> Actor:
     return Actor(user_id=str(user.get("id", "")), team_id=team, enterprise_id=enterprise)
 
 
+def channel_of(body: dict[str, Any]) -> str | None:
+    """The channel a click came from, whatever shape a hostile payload gives these fields."""
+    container, channel = body.get("container"), body.get("channel")
+    found = (container.get("channel_id") if isinstance(container, dict) else None) or (
+        channel.get("id") if isinstance(channel, dict) else None
+    )
+    return str(found) if found else None
+
+
 def install(app: Any, services: BotServices) -> None:
     def inject(context: BoltContext, next: Callable[[], None]) -> None:
         context["approval_services"] = services

@@ -35,6 +35,24 @@ class ExecutionRepository:
         )
         return list(self.session.scalars(stmt))
 
+    def of_call(
+        self, *, run_id: str, tool_name: str, tool_call_id: str
+    ) -> list[tuple[Action, ActionExecution]]:
+        """What this very call already spent, whatever its request's status: a node that
+        raised a second interrupt runs again from its start on the next resume."""
+        stmt = (
+            select(Action, ActionExecution)
+            .join(ActionExecution, ActionExecution.action_id == Action.id)
+            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+            .where(
+                ApprovalRequest.run_id == run_id,
+                Action.tool_name == tool_name,
+                ActionExecution.tool_call_id == tool_call_id,
+            )
+            .options(selectinload(Action.request))
+        )
+        return [(row[0], row[1]) for row in self.session.execute(stmt).all()]
+
     def of(self, action_id: str) -> ActionExecution | None:
         return self.session.get(ActionExecution, action_id)
 

@@ -133,6 +133,8 @@ def _action_blocks(
     if preview and not compact:
         blocks.append(_section("*Preview*\n" + code_block(str(preview), 1500)))
         truncated |= len(str(preview)) > 1400
+    # An edit is shown as a diff that may be cut: the whole edited version is one click away.
+    truncated |= action.edited_args is not None
     if action.edited_args is not None:
         blocks.append(
             _section(

@@ -112,3 +112,44 @@ def mcp_style_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no
     return create_agent(
         model, gate_tools(gate, [ticket]), middleware=[review], checkpointer=checkpointer
     )
+
+
+TWO_STEP_EFFECTS: list[str] = []
+
+
+def two_reviews_in_one_node(checkpointer, *, gate, **_offers):  # type: ignore[no-untyped-def]
+    """One node that sends, then asks for a second review and sends again. On the second
+    resume LangGraph runs the node from its start, so the first send is called again."""
+    from agent_runtime.gate import GateRefused
+
+    def ask(name: str, args: dict) -> bool:  # type: ignore[type-arg]
+        request = {
+            "action_requests": [{"name": name, "args": args, "description": "send"}],
+            "review_configs": [{"action_name": name, "allowed_decisions": ["approve", "reject"]}],
+        }
+        return interrupt(request)["decisions"][0]["type"] == "approve"
+
+    def send_twice(state: State, config) -> State:  # type: ignore[no-untyped-def]
+        results = []
+        for n, recipient in enumerate(("a@example.com", "b@example.com"), start=1):
+            args = {"recipient": recipient, "text": f"step {n}"}
+            if not ask("send_external_message", args):
+                return {"answer": f"step {n} rejected"}
+            try:
+                results.append(
+                    gate.run(
+                        config,
+                        tool_name="send_external_message",
+                        args=args,
+                        effect=lambda n=n: TWO_STEP_EFFECTS.append(f"step {n}") or f"sent {n}",
+                    )
+                )
+            except GateRefused as exc:
+                return {"answer": str(exc)}
+        return {"answer": "; ".join(results)}
+
+    graph = StateGraph(State)
+    graph.add_node("send_twice", send_twice)
+    graph.add_edge(START, "send_twice")
+    graph.add_edge("send_twice", END)
+    return graph.compile(checkpointer=checkpointer)

@@ -17,7 +17,7 @@ from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
 from store.models import ApprovalRequest, AuditEvent
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
-from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
+from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
 
 SEND_ARGS = {"recipient": "a@example.com", "text": "hi"}
 
@@ -269,3 +269,41 @@ def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, pg
     finally:
         close_checkpointer(env.engine.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_path):
+    from tests.agent_runtime import custom_graphs
+
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:two_reviews_in_one_node")
+    custom_graphs.TWO_STEP_EFFECTS.clear()
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text="go")
+    env.engine.execute_run(run.id)
+    for _step in (1, 2):
+        action = env.notes.requested[-1].actions[0]
+        assert decide(env, action_id=action.id, actor=REVIEWER, decision="approve").refusal is None
+    assert env.engine.runtime.state(run.id).values["answer"] == "sent 1; sent 2"
+    assert custom_graphs.TWO_STEP_EFFECTS == ["step 1", "step 2"]
+    assert blocked(env) == []
+
+
+def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+    attempts: list[int] = []
+
+    def send(recipient: str, text: str) -> str:
+        attempts.append(1)
+        raise ConnectionError("mail server down")
+
+    guarded = gate_tool(
+        env.gate,
+        StructuredTool.from_function(send, name="send_external_message", description="Send."),
+    )
+    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    with pytest.raises(ConnectionError):
+        guarded.invoke(call, config(run_id))
+    again = guarded.invoke(call, config(run_id))  # e.g. a RetryPolicy on the tools node
+    assert isinstance(again, ToolMessage) and "Failed: ConnectionError" in str(again.content)
+    assert len(attempts) == 1

@@ -194,3 +194,12 @@ def test_the_run_id_links_to_the_run_thread_when_the_workspace_url_is_known():
     assert "<https://acme.slack.com/archives/C1/p10|run run_1>" in footer
     hostile = approval_card(STATES["pending"], workspace_url="https://x.com/<!channel>")
     assert "run run_1" in json.dumps(hostile) and "archives" not in json.dumps(hostile)
+
+
+def test_an_edited_action_always_offers_the_whole_edited_version():
+    """The diff on the card may be cut; a second reviewer must be able to read all of it."""
+    card = approval_card(STATES["edited_waiting_for_second"])
+    labels = [
+        e["text"]["text"] for b in card["blocks"] if b["type"] == "actions" for e in b["elements"]
+    ]
+    assert "View full arguments" in labels

@@ -13,11 +13,7 @@ from bot.blocks.notices import stale_notice
 from bot.errors import refusal_text
 from bot.ids import parse_choice
 from bot.listeners.actions.review import refresh_review
-from bot.services import BotServices, actor_from, services_of
-
-
-def channel_of(body: dict[str, Any]) -> str | None:
-    return (body.get("container") or {}).get("channel_id") or (body.get("channel") or {}).get("id")
+from bot.services import BotServices, actor_from, channel_of, services_of
 
 
 def on_approve(

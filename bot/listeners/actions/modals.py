@@ -17,8 +17,8 @@ from bot.blocks.edit_modal import edit_modal
 from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
 from bot.errors import user_message
 from bot.ids import choice_value, parse_choice
-from bot.listeners.actions.decide import channel_of, decide, tell
-from bot.services import BotServices, actor_from, services_of
+from bot.listeners.actions.decide import decide, tell
+from bot.services import BotServices, actor_from, channel_of, services_of
 
 
 def _target(services: BotServices, action_id: str) -> tuple[ApprovalView | None, ActionView | None]:
@@ -127,7 +127,7 @@ def on_view_args_page(
     action_id, _, page = str(action.get("value", "")).partition(":")
     _approval, target = _target(services, action_id)
     view_id = (body.get("view") or {}).get("id")
-    if target is None or not view_id or not page.isdigit():
+    if target is None or not view_id or not (page.isascii() and page.isdigit()):
         return
     view = arguments_modal(action_id=target.id, pages=_pages(target), page=int(page))
     client.views_update(view_id=view_id, view=view)

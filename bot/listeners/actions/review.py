@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt import Ack, BoltContext
@@ -10,9 +13,37 @@ from slack_sdk import WebClient
 
 from bot.blocks.review_modal import review_modal
 from bot.ids import CallbackId
-from bot.services import BotServices, actor_from, services_of
+from bot.services import BotServices, actor_from, channel_of, services_of
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _OpenView:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    page: int | None = None
+    """The page the reviewer last turned to (a redraw after a decision keeps it)."""
+
+
+class _OpenViews:
+    """Per open review modal: a lock, so redraws after concurrent decisions and page turns
+    take turns and the last one reads the newest state; and the page it shows."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._views: OrderedDict[str, _OpenView] = OrderedDict()
+        self._guard = threading.Lock()
+        self._size = size
+
+    def __call__(self, view_id: str) -> _OpenView:
+        with self._guard:
+            entry = self._views.pop(view_id, None) or _OpenView()
+            self._views[view_id] = entry
+            while len(self._views) > self._size:
+                self._views.popitem(last=False)
+            return entry
+
+
+_open_views = _OpenViews()
 
 
 def _in_channel(services: BotServices, approval_id: str, body: dict[str, Any]) -> bool:
@@ -20,10 +51,7 @@ def _in_channel(services: BotServices, approval_id: str, body: dict[str, Any]) -
     approval = services.engine.approval(approval_id)
     if approval is None:
         return False
-    channel = (body.get("container") or {}).get("channel_id") or (body.get("channel") or {}).get(
-        "id"
-    )
-    return channel in (None, approval.run.channel_id)
+    return channel_of(body) in (None, approval.run.channel_id)
 
 
 def on_review_all(
@@ -45,10 +73,15 @@ def on_review_page(
     services = services_of(context)
     approval_id, _, page = str(action.get("value", "")).partition(":")
     view_id = (body.get("view") or {}).get("id")
-    approval = services.engine.approval(approval_id[:64])
-    if approval is None or not view_id or not page.isdigit():
+    if not view_id or not (page.isascii() and page.isdigit()):
         return
-    client.views_update(view_id=view_id, view=review_modal(approval, page=int(page)))
+    entry = _open_views(str(view_id))
+    with entry.lock:
+        approval = services.engine.approval(approval_id[:64])
+        if approval is None:
+            return
+        entry.page = int(page)
+        client.views_update(view_id=view_id, view=review_modal(approval, page=entry.page))
 
 
 def refresh_review(services: BotServices, body: dict[str, Any]) -> None:
@@ -57,12 +90,19 @@ def refresh_review(services: BotServices, body: dict[str, Any]) -> None:
     if view.get("callback_id") != CallbackId.REVIEW_MODAL or not view.get("id"):
         return
     approval_id, _, page = str(view.get("private_metadata", "")).partition(":")
-    approval = services.engine.approval(approval_id[:64])
-    if approval is None:
-        return
-    try:
-        services.client.views_update(
-            view_id=view["id"], view=review_modal(approval, page=int(page) if page.isdigit() else 0)
-        )
-    except Exception:
-        logger.exception("could not redraw the review modal for %s", actor_from(body).user_id)
+    entry = _open_views(str(view["id"]))
+    with entry.lock:
+        number = entry.page if entry.page is not None else _page(page)
+        approval = services.engine.approval(approval_id[:64])  # read inside the turn
+        if approval is None:
+            return
+        try:
+            services.client.views_update(
+                view_id=view["id"], view=review_modal(approval, page=number)
+            )
+        except Exception:
+            logger.exception("could not redraw the review modal for %s", actor_from(body).user_id)
+
+
+def _page(text: str) -> int:
+    return int(text) if text.isascii() and text.isdigit() else 0
