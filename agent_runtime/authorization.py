@@ -24,6 +24,7 @@ class Refusal(enum.StrEnum):
     REASON_REQUIRED = "reason_required"
     INVALID_EDIT = "invalid_edit"
     STALE_VERSION = "stale_version"
+    MEMBERSHIP_UNCONFIRMED = "membership_unconfirmed"
     POLICY_CHANGED = "policy_changed"
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
 from agent_runtime.constraints import violations
+from agent_runtime.errors import MembershipUnconfirmed
 from agent_runtime.schemas import InvalidArguments
 from agent_runtime.views import ApprovalView, approval_view
 from agent_runtime.wire import action_hash
@@ -98,14 +99,17 @@ def _refusal(
     *,
     final: bool = True,
 ) -> Refusal | None:
-    refusal = check_decision(
-        engine.policy,
-        _facts(request, action),
-        attempt.actor,
-        attempt.decision,
-        now=engine.clock(),
-        usergroup_members=engine.usergroup_members,
-    )
+    try:
+        refusal = check_decision(
+            engine.policy,
+            _facts(request, action),
+            attempt.actor,
+            attempt.decision,
+            now=engine.clock(),
+            usergroup_members=engine.usergroup_members,
+        )
+    except MembershipUnconfirmed:
+        return Refusal.MEMBERSHIP_UNCONFIRMED  # fail closed, and say why
     if refusal is not None:
         return refusal
     if request.policy_version != engine.policy.version:

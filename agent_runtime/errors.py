@@ -25,3 +25,7 @@ class InvalidDecisions(ApprovalError):
 
 class NotPermitted(ApprovalError):
     """The user may not start a run."""
+
+
+class MembershipUnconfirmed(ApprovalError):
+    """Who is in a user group could not be confirmed right now: authorization fails closed."""

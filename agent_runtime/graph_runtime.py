@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
 import os
 import sqlite3
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -33,6 +36,7 @@ from agent_runtime.workflow_audit import workflow_audit
 from store.db import is_sqlite, sqlite_path
 
 DEFAULT_AGENT = "agent_runtime.agents.change_request:build_agent"
+CHECKPOINT_SETUP_LOCK = 0x4348_4B50_5345_5450
 
 
 def open_checkpointer(
@@ -54,8 +58,27 @@ def open_checkpointer(
             open=True,
         )
         saver = PostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
+        with _setup_turn(database_url):
+            saver.setup()
+        return saver
     saver.setup()
     return saver
+
+
+@contextlib.contextmanager
+def _setup_turn(database_url: str, *, wait: float = 120.0) -> Iterator[None]:
+    """Processes setting up at once take turns. The lock is polled, not waited on: a session
+    blocked in ``pg_advisory_lock`` holds a snapshot, which the saver's ``CREATE INDEX
+    CONCURRENTLY`` in the process holding the lock would wait for (a deadlock)."""
+    with psycopg.connect(_libpq_url(database_url), autocommit=True) as lock:
+        deadline = time.monotonic() + wait
+        while not lock.execute(
+            "SELECT pg_try_advisory_lock(%s)", (CHECKPOINT_SETUP_LOCK,)
+        ).fetchone()[0]:  # type: ignore[index]
+            if time.monotonic() > deadline:
+                raise TimeoutError("another process kept the checkpointer set-up lock")
+            time.sleep(0.2)
+        yield  # the lock ends with its connection
 
 
 def close_checkpointer(saver: BaseCheckpointSaver) -> None:

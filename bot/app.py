@@ -12,7 +12,10 @@ from urllib.error import URLError
 from slack_bolt import App
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+)
 
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.catalog import ToolCatalog
@@ -71,7 +74,11 @@ def slack_client(settings: Settings) -> WebClient:
     return WebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
-        retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)],
+        # Passing retry_handlers replaces slack_sdk's default (connection errors): keep it.
+        retry_handlers=[
+            ConnectionErrorRetryHandler(),
+            RateLimitErrorRetryHandler(max_retry_count=2),
+        ],
     )
 
 

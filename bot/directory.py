@@ -10,7 +10,11 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from agent_runtime.errors import MembershipUnconfirmed
+
 logger = logging.getLogger(__name__)
+DEFINITE = frozenset({"plan_upgrade_required", "no_such_subteam"})
+"""Answers that settle membership (nobody, through this group); any other error is transient."""
 
 
 class UsergroupDirectory:
@@ -31,21 +35,31 @@ class UsergroupDirectory:
             return cached[1]
         try:
             users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
+        except OSError as exc:
+            raise self._unconfirmed(group_id, type(exc).__name__) from None
         except SlackApiError as exc:
             error = exc.response.get("error")
-            if error != "plan_upgrade_required":
-                # Transient (rate limit, outage): keep what we knew, ask again next time.
-                logger.warning("user group %s look-up failed (%s)", group_id, error)
-                return cached[1] if cached else frozenset()
+            if error not in DEFINITE:
+                # Transient (rate limit, outage): members we knew may have been removed since,
+                # so nobody is granted anything through this group until Slack answers again.
+                raise self._unconfirmed(group_id, str(error)) from None
             logger.warning(
-                "user groups need a paid Slack plan; group %s grants nothing, only user ids in "
-                "the policy count",
+                "user group %s grants nothing (%s); only user ids in the policy count",
                 group_id,
+                error,
             )
             users = frozenset()
         with self._lock:
             self._cache[group_id] = (now, users)
         return users
+
+    @staticmethod
+    def _unconfirmed(group_id: str, error: str) -> MembershipUnconfirmed:
+        logger.warning("user group %s look-up failed (%s); failing closed", group_id, error)
+        return MembershipUnconfirmed(
+            f"Slack could not confirm the members of user group {group_id} right now ({error}), "
+            "so nothing was decided. Please try again in a minute."
+        )
 
     def forget(self, group_id: str | None = None) -> None:
         """Drop cached members (e.g. on ``subteam_members_changed``)."""

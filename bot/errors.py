@@ -30,6 +30,10 @@ REFUSALS: dict[Refusal, str] = {
         "This card changed since you saw it, so your decision was not recorded. Review the card "
         "as it is now and decide again."
     ),
+    Refusal.MEMBERSHIP_UNCONFIRMED: (
+        "Slack could not confirm your user group membership right now, so nothing was decided. "
+        "Please try again in a minute."
+    ),
     Refusal.POLICY_CHANGED: (
         "The approval policy changed since this card was posted, so it can no longer be decided "
         "and nothing ran. The requester can ask again under the current policy."

@@ -74,10 +74,16 @@ class SlackSandbox:
         token: str = SANDBOX_TOKEN,
         plan_gated: bool = False,
     ) -> None:
-        """``plan_gated``: answer user group look-ups as a free workspace does."""
+        """``plan_gated``: answer user group look-ups as a free workspace does. ``failing``:
+        Web API methods that answer with an error instead (e.g. ``ratelimited``), for tests
+        of what the bot does when Slack refuses."""
         self.token = token
         self.plan_gated = plan_gated
-        self.state = SandboxState(users=dict(users or {}), usergroups=dict(usergroups or {}))
+        self.failing: dict[str, str] = {}
+        self.state = SandboxState(
+            users=dict(users or {}),
+            usergroups={group: list(members) for group, members in (usergroups or {}).items()},
+        )
         self._server: ThreadingHTTPServer | None = None
         self.socket_mode: SocketModeRelay | None = None
 
@@ -127,6 +133,8 @@ class SlackSandbox:
         if handler is None:
             raise SlackApiError("unknown_method")
         self.state.change(lambda: self.state.calls.append(method))
+        if method in self.failing:
+            raise SlackApiError(self.failing[method])
         return {"ok": True, **handler(args)}
 
     def _connections_open(self, token: str | None) -> dict[str, Any]:

@@ -108,3 +108,26 @@ def test_audit_verify_notices_a_deleted_event(database, capsys):
     capsys.readouterr()
     assert main(["audit", "verify"]) == 1
     assert "broken at event 3: its link" in capsys.readouterr().out
+
+
+def test_db_upgrade_run_three_times_at_once_on_postgresql(pg_url, tmp_path):
+    """Replicas start together, and each runs the upgrade: they take turns, none crashes."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DATABASE_URL": pg_url}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bot", "db", "upgrade"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    assert [code for code, _out, _err in results] == [0, 0, 0], [e for _c, _o, e in results]
+    assert all("checkpointer tables ready" in out for _code, out, _err in results)

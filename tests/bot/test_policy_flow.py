@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from agent_runtime.authorization import Refusal
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
@@ -219,3 +220,25 @@ def test_only_listed_requesters_may_start_runs(serve_bot, sqlite_url, tmp_path):
     with h.bot.db.transaction() as s:
         refused = s.scalars(select(AuditEvent).where(AuditEvent.kind == "run_refused")).one()
     assert refused.actor_id == people.OUTSIDER
+
+
+def test_user_groups_fail_closed_when_slack_cannot_confirm_membership(h):
+    """A member removed from the group while the cached list has expired and Slack answers
+    ``ratelimited`` must not approve on the strength of what the bot knew before."""
+    _root, card = start_run(h, PUBLISH_PUBLIC)
+    directory = h.bot.services.directory
+    assert people.GROUP_ONLY in directory.members("S0RELMGR")  # cached
+    h.state.change(lambda: h.state.usergroups["S0RELMGR"].remove(people.GROUP_ONLY))
+    directory.ttl = 0  # the cached list has expired
+    h.sandbox.failing["usergroups.users.list"] = "ratelimited"
+
+    h.driver.click(user=people.GROUP_ONLY, message=card, button=button(card, "Approve"))
+    assert ephemeral_for(h, people.GROUP_ONLY) == REFUSALS[Refusal.MEMBERSHIP_UNCONFIRMED]
+    with h.bot.db.transaction() as s:
+        refused = s.scalars(select(AuditEvent).where(AuditEvent.kind == "decision_refused")).all()
+    assert [e.reason for e in refused] == ["membership_unconfirmed"]
+    assert "1 of 2 approvals" not in json.dumps(card_now(h, card).blocks)
+
+    # A reviewer named by user id is not held up by the group look-up.
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    h.state.wait_for(lambda: "1 of 2 approvals" in json.dumps(card_now(h, card).blocks))
