@@ -119,11 +119,11 @@ class ApprovalEngine:
                 self.runtime.invoke({"messages": [HumanMessage(run.request_text)]}, run_id)
             except Exception as exc:
                 logger.exception("run %s failed", run_id)
-                self._fail_run(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
+                self.fail_run(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
                 return
-            self._advance(run_id)
+            self.advance(run_id)
 
-    def _advance(self, run_id: str, state: StateSnapshot | None = None) -> None:
+    def advance(self, run_id: str, state: StateSnapshot | None = None) -> None:
         """After the graph stopped: record its new interrupts, or its result."""
         state = state if state is not None else self.runtime.state(run_id)
         if not state.interrupts:
@@ -132,7 +132,7 @@ class ApprovalEngine:
         try:
             pendings = pending_interrupts(state.interrupts)
         except UnsupportedInterrupt as exc:
-            self._fail_run(run_id, f"The agent paused on something I cannot review: {exc}")
+            self.fail_run(run_id, f"The agent paused on something I cannot review: {exc}")
             return
         messages = state.values.get("messages", [])
         for pending in pendings:
@@ -243,7 +243,7 @@ class ApprovalEngine:
             stop.set()
             keeper.join(timeout=5)
 
-    def _fail_run(self, run_id: str, reason: str) -> None:
+    def fail_run(self, run_id: str, reason: str) -> None:
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id)
             assert run is not None

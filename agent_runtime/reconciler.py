@@ -79,7 +79,7 @@ class Reconciler:
                         .limit(1)
                     )
                 if still and open_now is None:
-                    engine._advance(run_id)
+                    engine.advance(run_id)
         return len(stalled)
 
     def _take_over_stale_claims(self) -> int:

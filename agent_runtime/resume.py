@@ -121,7 +121,7 @@ def resume_locked(
     except Exception as exc:
         logger.exception("resume of %s failed", request_id)
         _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
-        engine._fail_run(run_id, f"The agent failed after the decision: {exc}")
+        engine.fail_run(run_id, f"The agent failed after the decision: {exc}")
         return
     after = engine.runtime.state(run_id)
     _finish(
@@ -131,7 +131,7 @@ def resume_locked(
         outcome=_summary(request),
         record=lambda s: _record_tool_outcomes(s, request, after),
     )
-    engine._advance(run_id, after)
+    engine.advance(run_id, after)
 
 
 def invalidate(engine: ApprovalEngine, request_id: str, *, reason: str) -> None:

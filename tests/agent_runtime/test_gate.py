@@ -38,6 +38,13 @@ def resuming(env, run_id: str) -> None:  # type: ignore[no-untyped-def]
             request.status = "resuming"
 
 
+def approved_and_resuming(env, run_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The run's one action approved and its request being resumed, as a resume holds it."""
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+
+
 def blocked(env) -> list[AuditEvent]:  # type: ignore[no-untyped-def]
     with env.db.transaction() as s:
         return list(s.scalars(select(AuditEvent).where(AuditEvent.kind == BLOCKED_EVENT)))
@@ -174,9 +181,7 @@ def test_the_catalog_finds_tools_in_nodes_with_any_name():
 
 def test_a_failed_effect_spends_its_approval_and_a_replay_does_not_run_it_again(env):
     run_id, _action = paused_run(env)
-    with env.db.transaction() as s:
-        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-    resuming(env, run_id)
+    approved_and_resuming(env, run_id)
     attempts: list[int] = []
 
     def flaky() -> str:
@@ -192,9 +197,7 @@ def test_a_failed_effect_spends_its_approval_and_a_replay_does_not_run_it_again(
 
 def test_calls_without_a_call_id_are_never_taken_for_one_another(env):
     run_id, _action = paused_run(env)
-    with env.db.transaction() as s:
-        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-    resuming(env, run_id)
+    approved_and_resuming(env, run_id)
     kwargs = {"tool_name": "send_external_message", "args": SEND_ARGS}
     assert env.gate.run(config(run_id), effect=lambda: "sent", **kwargs) == "sent"
     with pytest.raises(GateRefused, match="already used"):
@@ -288,9 +291,7 @@ def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_p
 
 def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
     run_id, _action = paused_run(env)
-    with env.db.transaction() as s:
-        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-    resuming(env, run_id)
+    approved_and_resuming(env, run_id)
     attempts: list[int] = []
 
     def send(recipient: str, text: str) -> str:
