@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -45,6 +46,7 @@ def open_checkpointer(
     """SqliteSaver on the SQLite file, or PostgresSaver on a pool configured as it requires;
     checkpoints encrypted when a key is given."""
     serde = checkpoint_serde(key)
+    saver: BaseCheckpointSaver
     if is_sqlite(database_url):
         conn = sqlite3.connect(sqlite_path(database_url), check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -57,7 +59,7 @@ def open_checkpointer(
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             open=True,
         )
-        saver = PostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
+        saver = PostgresSaver(pool, serde=serde)  # type: ignore[arg-type]  # dict rows, as required
         with _setup_turn(database_url):
             saver.setup()
         return saver
@@ -161,17 +163,14 @@ class GraphRuntime:
     checkpointer: BaseCheckpointSaver
     catalog: ToolCatalog = field(default_factory=ToolCatalog)
     recursion_limit: int = 50
-    extra_config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.catalog.add_graph(self.graph)
 
-    def config(self, thread_id: str) -> dict[str, Any]:
-        return {
-            "configurable": {"thread_id": thread_id},
-            "recursion_limit": self.recursion_limit,
-            **self.extra_config,
-        }
+    def config(self, thread_id: str) -> RunnableConfig:
+        return RunnableConfig(
+            configurable={"thread_id": thread_id}, recursion_limit=self.recursion_limit
+        )
 
     def state(self, thread_id: str) -> StateSnapshot:
         return self.graph.get_state(self.config(thread_id))

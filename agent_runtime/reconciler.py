@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import or_, select
 
 from agent_runtime import resume
 from agent_runtime.views import approval_view, run_view
 from store.models import ApprovalRequest, Run
-from store.repositories import ApprovalRepository, AuditRepository
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 
 if TYPE_CHECKING:
     from agent_runtime.engine import ApprovalEngine
@@ -162,13 +162,8 @@ class Reconciler:
         posted = 0
         for run_id in candidates:
             with engine.db.transaction() as s:
-                won = s.execute(
-                    update(Run)
-                    .where(Run.id == run_id, Run.result_posted.is_(False))
-                    .values(result_posted=True)
-                    .execution_options(synchronize_session=False)
-                ).rowcount
-                run = s.get(Run, run_id) if won else None
+                won = RunRepository(s).claim_result_post(run_id)
+                run = RunRepository(s).get(run_id) if won else None
                 view = run_view(run) if run is not None else None
             if view is not None:
                 engine.post_result(view)

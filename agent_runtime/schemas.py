@@ -182,7 +182,8 @@ def _argument_of(error: SchemaValidationError) -> str:
     if error.validator == "required" and isinstance(error.instance, dict):
         # One error per missing name, each message starting with repr(name). Matching the
         # message (not list order) stays right when several "required" lists name the same key.
-        for name in error.validator_value:
+        required = error.validator_value if isinstance(error.validator_value, list) else []
+        for name in required:
             if name not in error.instance and error.message.startswith(repr(name)):
                 return str(name)
     return WHOLE
@@ -248,7 +249,7 @@ class ToolSchema:
 
     def without_injected(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``args`` less the values LangChain injects (never sent by the model)."""
-        hidden = getattr(self._backend, "hidden", frozenset())
+        hidden: frozenset[str] = getattr(self._backend, "hidden", frozenset())
         return {k: v for k, v in args.items() if k not in hidden}
 
 

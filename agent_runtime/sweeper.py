@@ -9,12 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select, update
-
 from agent_runtime import resume
 from agent_runtime.policy import REQUESTER_ROLE
 from agent_runtime.views import ApprovalView, Reviewers, approval_view
-from store.models import ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository
 
 if TYPE_CHECKING:
@@ -36,18 +33,13 @@ class Sweeper:
     def run_once(self) -> SweepResult:
         return SweepResult(expired=self._expire_due(), reminded=self._remind_due())
 
-    def _due(self, *conditions: object) -> list[str]:
-        with self.engine.db.transaction() as s:
-            stmt = select(ApprovalRequest.id).where(
-                ApprovalRequest.status == "pending", *conditions
-            )
-            return list(s.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(100)))
-
     def _expire_due(self) -> int:
         """Fail closed: every action that needed a person is rejected with "approval expired"."""
         now = self.engine.clock()
         done = 0
-        for request_id in self._due(ApprovalRequest.expires_at <= now):
+        with self.engine.db.transaction() as s:
+            due = ApprovalRepository(s).due_for_expiry(now)
+        for request_id in due:
             with self.engine.db.transaction() as s:
                 repo = ApprovalRepository(s)
                 request = repo.get(request_id, for_update=True)
@@ -76,20 +68,11 @@ class Sweeper:
     def _remind_due(self) -> int:
         now = self.engine.clock()
         done = 0
-        for request_id in self._due(
-            ApprovalRequest.remind_at <= now, ApprovalRequest.reminded_at.is_(None)
-        ):
+        with self.engine.db.transaction() as s:
+            due = ApprovalRepository(s).due_for_reminder(now)
+        for request_id in due:
             with self.engine.db.transaction() as s:
-                won = s.execute(
-                    update(ApprovalRequest)
-                    .where(
-                        ApprovalRequest.id == request_id,
-                        ApprovalRequest.reminded_at.is_(None),
-                        ApprovalRequest.status == "pending",
-                    )
-                    .values(reminded_at=now)
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                won = ApprovalRepository(s).mark_reminded(request_id, now=now)
                 if not won:
                     continue
                 request = ApprovalRepository(s).get(request_id)

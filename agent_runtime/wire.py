@@ -59,6 +59,13 @@ def action_hash(name: str, args: Mapping[str, Any], policy_version: str) -> str:
 
 
 def parse_interrupt(item: Interrupt) -> PendingInterrupt:
+    pending = _parse_any(item)
+    for action in pending.actions:
+        _require_json(item.id, action)
+    return pending
+
+
+def _parse_any(item: Interrupt) -> PendingInterrupt:
     value = item.value
     if not isinstance(value, Mapping):
         raise UnsupportedInterrupt(f"interrupt {item.id} carries a {type(value).__name__}")
@@ -69,6 +76,18 @@ def parse_interrupt(item: Interrupt) -> PendingInterrupt:
     if "action_requests" in value and "review_configs" in value:
         return _parse_batch(item.id, value)
     raise UnsupportedInterrupt(f"interrupt {item.id} is not a HITL request")
+
+
+def _require_json(interrupt_id: str, action: ActionSpec) -> None:
+    """A model can propose NaN or Infinity; JSON cannot hold them, so such a call could be
+    neither stored as proposed nor shown to reviewers as it would run."""
+    try:
+        json.dumps(dict(action.args), allow_nan=False, default=str)
+    except ValueError:
+        raise UnsupportedInterrupt(
+            f"interrupt {interrupt_id}: the arguments of {action.name!r} contain a number "
+            "that JSON cannot hold (NaN or Infinity)"
+        ) from None
 
 
 def _parse_batch(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterrupt:

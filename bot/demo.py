@@ -96,10 +96,7 @@ class Demo:
         self.say(f"\n@{users[reviewer]} clicks [Approve] on action 1")
         self.driver.click(user=reviewer, message=card, button=approve_send)
         self.state.wait_for(
-            lambda: (
-                f"<@{reviewer}> approved"
-                in json.dumps(self.state.message(card.channel, card.ts).blocks)
-            )
+            lambda: f"<@{reviewer}> approved" in json.dumps(self.state.current(card).blocks)
         )
 
         self.say(f"@{users[reviewer]} clicks [Reject] on action 2")
@@ -121,9 +118,7 @@ class Demo:
                 None,
             )
         )
-        self.show(
-            "approval-bot, the card after the decisions", self.state.message(card.channel, card.ts)
-        )
+        self.show("approval-bot, the card after the decisions", self.state.current(card))
         self.show("approval-bot, in the thread", result)
         return self.report()
 

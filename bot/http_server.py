@@ -9,7 +9,7 @@ from typing import Any
 
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from sqlalchemy import text
-from waitress.server import create_server
+from waitress.server import TcpWSGIServer, create_server
 
 from bot.app import Bot
 
@@ -76,7 +76,7 @@ class HttpServer:
     """waitress in a thread of its own, stopped from any thread without tearing its loop."""
 
     def __init__(self, bot: Bot, *, host: str, port: int, threads: int) -> None:
-        self._server = create_server(
+        server = create_server(
             Frontend(bot),
             host=host,
             port=port,
@@ -84,6 +84,10 @@ class HttpServer:
             max_request_body_size=MAX_BODY,
             ident="approval-bot",
         )
+        if not isinstance(server, TcpWSGIServer):  # one host and port: always a TCP server
+            raise TypeError(f"unexpected waitress server {type(server).__name__}")
+        # Any: types-waitress does not declare effective_port, the channel map or the trigger.
+        self._server: Any = server
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
 
     @property
@@ -104,7 +108,7 @@ class HttpServer:
 
         self._server.trigger.pull_trigger(close_all)
         self._thread.join(timeout)
-        self._server.task_dispatcher.shutdown(timeout=timeout)
+        self._server.task_dispatcher.shutdown(timeout=int(timeout))
 
 
 def make_server(

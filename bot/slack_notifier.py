@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TypedDict
 
 from slack_sdk import WebClient
 
@@ -15,7 +16,14 @@ from bot.text import mention
 
 logger = logging.getLogger(__name__)
 _GROUP_ID = re.compile(r"^S[A-Z0-9]{2,20}$")
-NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
+
+
+class Unfurl(TypedDict):
+    unfurl_links: bool
+    unfurl_media: bool
+
+
+NO_UNFURL = Unfurl(unfurl_links=False, unfurl_media=False)
 
 
 class SlackNotifier:

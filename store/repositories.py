@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import typing
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import String, cast, exists, or_, select, text, update
+from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.sql.elements import ColumnElement
 
 from store.audit_chain import digest
 from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
 
 AUDIT_LOCK_KEY = 0x4A55_4449_545F_4C4F  # one lock for the whole audit chain
+
+
+def affected(result: Result[Any]) -> int:
+    """Rows an UPDATE or DELETE touched: a guarded update that touched none lost its race."""
+    return typing.cast("CursorResult[Any]", result).rowcount
 
 
 class RunRepository:
@@ -27,6 +35,16 @@ class RunRepository:
 
     def get(self, run_id: str) -> Run | None:
         return self.session.get(Run, run_id)
+
+    def claim_result_post(self, run_id: str) -> bool:
+        """Only one replica posts a run's missing result: the one whose update wins."""
+        result = self.session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.result_posted.is_(False))
+            .values(result_posted=True)
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result) > 0
 
     def set_status(self, run: Run, status: str, *, result_text: str | None = None) -> None:
         run.status = status
@@ -119,7 +137,7 @@ class ApprovalRepository:
             .values(status="resuming", claimed_by=owner, claim_expires_at=now + lease)
             .execution_options(synchronize_session=False)
         )
-        return bool(result.rowcount)
+        return affected(result) > 0
 
     def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
         result = self.session.execute(
@@ -132,7 +150,35 @@ class ApprovalRepository:
             .values(claim_expires_at=until)
             .execution_options(synchronize_session=False)
         )
-        return bool(result.rowcount)
+        return affected(result) > 0
+
+    def due_for_expiry(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
+        """Pending requests past their expiry, oldest deadline first."""
+        return self._pending_where(ApprovalRequest.expires_at <= now, limit=limit)
+
+    def due_for_reminder(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
+        """Pending requests whose reminder time passed and that were never reminded."""
+        return self._pending_where(
+            ApprovalRequest.remind_at <= now, ApprovalRequest.reminded_at.is_(None), limit=limit
+        )
+
+    def _pending_where(self, *conditions: ColumnElement[bool], limit: int) -> list[str]:
+        stmt = select(ApprovalRequest.id).where(ApprovalRequest.status == "pending", *conditions)
+        return list(self.session.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(limit)))
+
+    def mark_reminded(self, request_id: str, *, now: dt.datetime) -> bool:
+        """Only one replica sends a request's reminder: the one whose update wins."""
+        result = self.session.execute(
+            update(ApprovalRequest)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.reminded_at.is_(None),
+                ApprovalRequest.status == "pending",
+            )
+            .values(reminded_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result) > 0
 
     def take_over(
         self, request_id: str, *, owner: str, now: dt.datetime, lease: dt.timedelta
@@ -148,7 +194,7 @@ class ApprovalRepository:
             .values(claimed_by=owner, claim_expires_at=now + lease)
             .execution_options(synchronize_session=False)
         )
-        return bool(result.rowcount)
+        return affected(result) > 0
 
     def mark_card(self, request_id: str, *, status: str) -> None:
         self.session.execute(

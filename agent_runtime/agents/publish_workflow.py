@@ -199,8 +199,10 @@ def build_publish_workflow(
     max_iterations: int = 3,
 ) -> CompiledStateGraph:
     if drafter is None:
-        offline = model is None or isinstance(model, OfflineChatModel)
-        drafter = rubric.offline_draft if offline else model_drafter(model)
+        if model is None or isinstance(model, OfflineChatModel):
+            drafter = rubric.offline_draft
+        else:
+            drafter = model_drafter(model)
     nodes = PublishNodes(
         workspace=workspace,
         drafter=drafter,

@@ -95,7 +95,7 @@ class SlackDriver:
             "Content-Type": content_type,
             "X-Slack-Request-Timestamp": ts,
             "X-Slack-Signature": (
-                self.signer.generate_signature(timestamp=ts, body=body)
+                (self.signer.generate_signature(timestamp=ts, body=body) or "")
                 if signature is None
                 else signature
             ),

@@ -74,7 +74,7 @@ class SandboxState:
             self._cond.notify_all()
             return result
 
-    def wait_for(self, predicate: Callable[[], T], timeout: float = 15.0) -> T:
+    def wait_for(self, predicate: Callable[[], T | None], timeout: float = 15.0) -> T:
         """Wait until ``predicate`` returns something truthy; raise if it never does."""
         with self._cond:
             result = self._cond.wait_for(predicate, timeout=timeout)
@@ -110,6 +110,13 @@ class SandboxState:
     def message(self, channel: str, ts: str) -> Message | None:
         with self._cond:
             return next((m for m in self.messages if m.channel == channel and m.ts == ts), None)
+
+    def current(self, message: Message) -> Message:
+        """The latest version of a message the bot may have updated since it was read."""
+        latest = self.message(message.channel, message.ts)
+        if latest is None:
+            raise KeyError(f"message {message.ts} is gone from {message.channel}")
+        return latest
 
     def ephemerals_for(self, user: str) -> list[Ephemeral]:
         with self._cond:

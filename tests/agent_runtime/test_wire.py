@@ -119,3 +119,19 @@ def test_tool_call_ids_match_batch_actions_in_order():
         ]
 
     assert tool_call_ids([Msg()], parse_interrupt(BATCH)) == ["c1", "c2"]
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_arguments_json_cannot_hold_are_refused_as_unreviewable(number):
+    """NaN and Infinity are not JSON: they could be neither stored nor shown as proposed."""
+    item = Interrupt(
+        value={
+            "action_requests": [
+                {"name": "pay_invoice", "args": {"amount": {"eur": [1, number]}}, "description": ""}
+            ],
+            "review_configs": [{"action_name": "pay_invoice", "allowed_decisions": ["approve"]}],
+        },
+        id="int-nan",
+    )
+    with pytest.raises(UnsupportedInterrupt, match=r"pay_invoice.*NaN or Infinity"):
+        parse_interrupt(item)

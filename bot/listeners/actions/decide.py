@@ -129,5 +129,5 @@ def tell(
 ) -> None:
     if channel and user_id:
         services.client.chat_postEphemeral(
-            channel=channel, user=user_id, text=text, **({"blocks": blocks} if blocks else {})
+            channel=channel, user=user_id, text=text, blocks=blocks or None
         )
