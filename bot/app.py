@@ -35,6 +35,7 @@ from bot.slack_notifier import SlackNotifier
 from store.db import Database
 from store.migrate import upgrade
 from store.models import utcnow
+from store.repositories import AuditRepository
 
 logger = logging.getLogger(__name__)
 LISTENER_THREADS = 16
@@ -112,8 +113,11 @@ def build_bot(
     policy = load_policy(settings.policy_file)
     client = slack_client(settings)
     workspace_url = verify_slack(client, settings)
-    db = Database(settings.database_url, pool_size=settings.db_pool_size)
-    upgrade(db.engine)
+    audit_key = settings.audit_hmac_key()
+    db = Database(settings.database_url, pool_size=settings.db_pool_size, audit_key=audit_key)
+    upgrade(db.engine, audit_key=audit_key)
+    with db.transaction() as s:
+        AuditRepository(s).check_key()
     key = settings.encryption_key()
     verify_key(db, key)
     notifier = SlackNotifier(client, workspace_url=workspace_url)

@@ -1,4 +1,4 @@
-"""The ``approval-bot`` command: serve, demo, db upgrade, audit export."""
+"""The ``approval-bot`` command: serve, demo, db upgrade, audit export, verify and seal."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import threading
 from collections.abc import Sequence
 
 from agent_runtime.errors import ApprovalError
-from bot.settings import ConfigError, load_settings
+from bot.settings import ConfigError, Settings, load_settings
+from store.audit_chain import AuditChainError
+from store.db import Database, DatabaseUnavailableError, check_database
 
 logger = logging.getLogger("approval-bot")
+EXIT_BROKEN, EXIT_CONFIG, EXIT_UNKEYED = 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,7 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     export = audit_commands.add_parser("export", help="write the audit log")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    audit_commands.add_parser("verify", help="check the audit log's hash chain")
+    audit_commands.add_parser("verify", help="check the audit log's chain and its head")
+    audit_commands.add_parser(
+        "seal", help="key an audit log written before AUDIT_KEY was set (after checking it)"
+    )
     return parser
 
 
@@ -59,22 +65,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _db_upgrade()
         if args.command == "audit" and args.audit_command == "verify":
             return _audit_verify()
+        if args.command == "audit" and args.audit_command == "seal":
+            return _audit_seal()
         if args.command == "audit":
             return _audit_export(args.format)
         return _serve(args.host, args.port, force_http=args.http)
-    except (ConfigError, ApprovalError) as exc:
+    except (ConfigError, ApprovalError, AuditChainError, DatabaseUnavailableError) as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+
+
+def _database(settings: Settings, *, migrated: bool = True) -> Database:
+    """Open the store after one connection check, so an unusable DATABASE_URL is one line;
+    ``migrated``: the store must already be at the newest revision."""
+    check_database(settings.database_url)
+    db = Database(settings.database_url, audit_key=settings.audit_hmac_key())
+    if migrated:
+        from store.migrate import current_revision, head_revision
+
+        if current_revision(db.engine) != head_revision():
+            db.dispose()
+            raise ConfigError(
+                "DATABASE_URL: the store is not set up or not up to date; "
+                "run approval-bot db upgrade"
+            )
+    return db
 
 
 def _db_upgrade() -> int:
     from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
-    from store.db import Database
     from store.migrate import upgrade
 
     settings = load_settings()
-    db = Database(settings.database_url)
-    revision = upgrade(db.engine)
+    db = _database(settings, migrated=False)
+    revision = upgrade(db.engine, audit_key=settings.audit_hmac_key())
     close_checkpointer(open_checkpointer(settings.database_url))
     db.dispose()
     print(f"store at revision {revision}; checkpointer tables ready")
@@ -85,14 +109,13 @@ def _db_prune(older_than: str) -> int:
     from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
     from agent_runtime.policy import parse_duration
     from agent_runtime.retention import prune_checkpoints
-    from store.db import Database
 
     try:
         span = parse_duration(older_than)
     except ValueError as exc:
         raise ConfigError(f"--older-than: {exc}") from None
     settings = load_settings()
-    db = Database(settings.database_url)
+    db = _database(settings)
     checkpointer = open_checkpointer(settings.database_url, key=settings.encryption_key())
     count = prune_checkpoints(db, checkpointer, older_than=span)  # type: ignore[arg-type]
     close_checkpointer(checkpointer)
@@ -103,9 +126,8 @@ def _db_prune(older_than: str) -> int:
 
 def _audit_export(fmt: str) -> int:
     from store.audit_export import export
-    from store.db import Database
 
-    db = Database(load_settings().database_url)
+    db = _database(load_settings())
     with db.transaction() as session:
         export(session, sys.stdout, fmt=fmt)
     db.dispose()
@@ -113,25 +135,57 @@ def _audit_export(fmt: str) -> int:
 
 
 def _audit_verify() -> int:
-    from store.audit_chain import verify
-    from store.db import Database
+    """Exit 0 only when intact (keyed and nothing wrong), 1 when something is wrong, 3 when
+    nothing is wrong but the log is unkeyed, so a rewrite with database access would not show."""
     from store.repositories import AuditRepository
 
-    db = Database(load_settings().database_url)
+    db = _database(load_settings())
     with db.transaction() as session:
-        report = verify(AuditRepository(session).iter_all())
+        report = AuditRepository(session).verify()
     db.dispose()
-    if report.intact:
-        print(f"audit log intact: {report.checked} events")
-        return 0
-    print(f"audit log broken at event {report.broken_at}: {report.reason}")
-    return 1
+    if report.problem is not None:
+        print(f"audit log not intact: {report.problem}")
+        return EXIT_BROKEN
+    if not report.keyed:
+        print(
+            f"audit log unkeyed: {report.checked} events link up, but AUDIT_KEY is not set, so "
+            "anyone with write access to the database could have rewritten them"
+        )
+        return EXIT_UNKEYED
+    sealed = (
+        f"; the first {report.sealed}, written before AUDIT_KEY was set, are sealed by it"
+        if report.sealed
+        else ""
+    )
+    print(f"audit log intact: {report.checked} events, keyed{sealed} (head {report.fingerprint})")
+    return 0
+
+
+def _audit_seal() -> int:
+    from store.repositories import AuditRepository
+
+    settings = load_settings()
+    if settings.audit_key is None:
+        raise ConfigError("AUDIT_KEY is required to seal the audit log; set it first")
+    db = _database(settings)
+    with db.transaction() as session:
+        seal = AuditRepository(session).seal()
+    db.dispose()
+    if seal.already:
+        print(f"audit log already sealed with AUDIT_KEY (after {seal.events} unkeyed events)")
+    else:
+        print(
+            f"audit log sealed: its {seal.events} events are anchored by AUDIT_KEY; "
+            "new events are keyed"
+        )
+    return 0
 
 
 def _serve(host: str, port: int, *, force_http: bool) -> int:
     settings = load_settings()
     socket_mode = settings.socket_mode and not force_http
     settings.require_slack(http=not socket_mode)
+    check_database(settings.database_url)
     from bot.app import build_bot
 
     bot = build_bot(settings, http=not socket_mode)

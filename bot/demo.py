@@ -22,7 +22,6 @@ from bot.sandbox.render import indent, render_message
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from bot.sandbox.state import Message
 from bot.settings import load_settings
-from store.audit_chain import verify
 from store.repositories import AuditRepository
 
 DEMO_REQUEST = "\n".join(
@@ -46,6 +45,7 @@ class Demo:
             database_url=f"sqlite:///{folder / 'demo.db'}",
             workspace_dir=folder / "workspace",
             policy_file=None,
+            audit_key=secrets.token_urlsafe(32),  # a keyed audit chain, as in production
         )
         self.bot: Bot = build_bot(settings)
         self.server = make_server(self.bot, host="127.0.0.1", port=0).start()
@@ -134,8 +134,9 @@ class Demo:
                 if event.kind == "tool_outcome":
                     why = f" ({event.detail.get('tool')}: {event.detail.get('status')})"
                 self.say(f"  {event.id:>3} {event.kind:<20} {event.outcome:<8} {who}{why}")
-            chain = verify(AuditRepository(session).iter_all())
-        self.say(f"Audit chain: {'intact' if chain.intact else 'BROKEN'} ({chain.checked} events)")
+            chain = AuditRepository(session).verify()
+        verdict = "intact, keyed" if chain.intact else f"NOT INTACT: {chain.problem}"
+        self.say(f"Audit chain: {verdict} ({chain.checked} events)")
         ok = chain.intact and [e["tool"] for e in effects] == ["send_external_message"]
         self.say("\nDemo finished: " + ("everything as expected." if ok else "UNEXPECTED effects!"))
         return 0 if ok else 1

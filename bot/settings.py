@@ -12,6 +12,7 @@ from agent_runtime.graph_runtime import DEFAULT_AGENT
 from store.db import DatabaseUrlError, sqlalchemy_url
 
 SLACK_API_URL = "https://slack.com/api/"
+AUDIT_KEY_MIN_LENGTH = 32
 
 
 class ConfigError(Exception):
@@ -30,6 +31,7 @@ class Settings(BaseSettings):
     agent: str = DEFAULT_AGENT
     agent_model: str = "offline"
     checkpoint_encryption_key: SecretStr | None = None
+    audit_key: SecretStr | None = None
     workspace_dir: Path = Path("workspace")
     worker_threads: int = Field(default=8, ge=1, le=256)
     worker_queue: int = Field(default=200, ge=1, le=100_000)
@@ -78,6 +80,21 @@ class Settings(BaseSettings):
                 raise ValueError(str(exc).split(": ", 1)[-1]) from None
         return value
 
+    @field_validator("audit_key")
+    @classmethod
+    def _audit_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < AUDIT_KEY_MIN_LENGTH:
+            raise ValueError(
+                f"must be at least {AUDIT_KEY_MIN_LENGTH} characters "
+                "(e.g. the output of openssl rand -base64 32)"
+            )
+        return value
+
+    def audit_hmac_key(self) -> bytes | None:
+        """The HMAC key of the audit chain: AUDIT_KEY's characters, as UTF-8."""
+        key = self.audit_key
+        return key.get_secret_value().encode("utf-8") if key is not None else None
+
     def encryption_key(self) -> bytes | None:
         key = self.checkpoint_encryption_key
         return parse_key(key.get_secret_value()) if key is not None else None
@@ -100,4 +117,5 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         variable = str(first["loc"][0]).upper() if first["loc"] else "settings"
-        raise ConfigError(f"{variable}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")  # pydantic's wording, not ours
+        raise ConfigError(f"{variable}: {message}") from None

@@ -1,19 +1,22 @@
-"""The audit log is a hash chain: each event's hash covers its content and the previous hash.
+"""The audit log is a chain: each event's hash covers its content and the previous hash.
 
-Changing, deleting or inserting a stored event breaks the chain from that event on, and
-``verify`` names the first event where it breaks.
+With AUDIT_KEY the links are HMAC-SHA256, so someone with only database access cannot recompute
+them; without it they are plain SHA-256, which shows accidents but not a careful rewrite. A
+separately stored head (count, newest hash, keyed with AUDIT_KEY) anchors the end of the chain,
+so removing the newest events, or all of them, shows too. ``verify`` names what does not hold.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from store.models import AuditEvent
+from store.models import AuditEvent, AuditHead
 
 CHAIN_FIELDS = (
     "created_at",
@@ -29,38 +32,137 @@ CHAIN_FIELDS = (
 )
 
 
+class AuditChainError(Exception):
+    """The audit log cannot be extended or checked as configured (missing, wrong or absent key,
+    or an anchor that does not hold); the message says what to do."""
+
+
 def _canonical(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.UTC).isoformat()
     return value
 
 
-def digest(prev_hash: str, event: AuditEvent) -> str:
+def digest(prev_hash: str, event: AuditEvent, *, key: bytes | None = None) -> str:
+    """The event's link: HMAC-SHA256 under ``key``, plain SHA-256 without one."""
     content = {name: _canonical(getattr(event, name)) for name in CHAIN_FIELDS}
     payload = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256((prev_hash + "\n" + payload).encode("utf-8")).hexdigest()
+    message = (prev_hash + "\n" + payload).encode("utf-8")
+    if key is None:
+        return hashlib.sha256(message).hexdigest()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def head_mac(head: AuditHead, key: bytes) -> str:
+    """The head's MAC: without the key, no head can be forged to match a shortened log."""
+    fields = (head.event_count, head.last_event_id, head.last_hash, head.keyed_from)
+    message = "audit-head\n" + json.dumps(fields, separators=(",", ":"))
+    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def head_problem(head: AuditHead | None, key: bytes | None) -> str | None:
+    """Why the head cannot be trusted with this key (None when it can)."""
+    if head is None:
+        return "the head that anchors the log is missing (its row was removed)"
+    if key is None:
+        if head.keyed_from is not None:
+            return "the log is keyed: set AUDIT_KEY to the key it was written with"
+        return None
+    if head.keyed_from is None:
+        return (
+            "AUDIT_KEY is set but the log's head is not keyed: if the key is new, check the log "
+            "and run `approval-bot audit seal`; otherwise the log was rewritten without the key"
+        )
+    if not hmac.compare_digest(head.mac.encode(), head_mac(head, key).encode()):
+        return "the head does not match AUDIT_KEY: it was altered, or written with another key"
+    return None
 
 
 @dataclass(frozen=True)
 class ChainReport:
+    """``consistent``: nothing found wrong. ``intact``: consistent and keyed, so nobody without
+    the key could have rewritten it. ``sealed`` events were written before the key was set.
+    ``fingerprint`` identifies the keyed head: kept elsewhere, it shows a later rollback of the
+    log and its head together to an earlier state, which nothing inside the database can."""
+
     checked: int
-    broken_at: int | None = None
-    reason: str | None = None
+    problem: str | None = None
+    keyed: bool = False
+    sealed: int = 0
+    fingerprint: str = ""
+
+    @property
+    def consistent(self) -> bool:
+        return self.problem is None
 
     @property
     def intact(self) -> bool:
-        return self.broken_at is None
+        return self.consistent and self.keyed
 
 
-def verify(events: Iterable[AuditEvent]) -> ChainReport:
-    """Walk the log in id order; report the first event whose link or content does not hold."""
-    prev = ""
-    checked = 0
-    for event in events:
-        if event.prev_hash != prev:
-            return ChainReport(checked, event.id, "its link to the previous event does not match")
-        if event.hash != digest(prev, event):
-            return ChainReport(checked, event.id, "its content does not match its hash")
-        prev = event.hash
-        checked += 1
-    return ChainReport(checked)
+@dataclass
+class _Walk:
+    count: int = 0
+    last_id: int | None = None
+    last_hash: str = ""
+    problem: str | None = None
+
+
+def _walk(events: Iterable[AuditEvent], head: AuditHead, key: bytes | None) -> _Walk:
+    walk = _Walk()
+    rows = iter(events)
+    while True:
+        position = walk.count + 1
+        try:
+            event = next(rows)
+        except StopIteration:
+            return walk
+        except ValueError:  # e.g. a value SQLite stores as text, rewritten into garbage
+            walk.problem = f"an event from #{position} on cannot be read: a value was mangled"
+            return walk
+        keyed = head.keyed_from is not None and position >= head.keyed_from
+        where = f"event {event.id} (#{position})"
+        if event.prev_hash != walk.last_hash:
+            walk.problem = (
+                f"{where}: its link to the previous event does not match "
+                "(an event before it was removed, inserted or altered)"
+            )
+            return walk
+        if event.hash != digest(walk.last_hash, event, key=key if keyed else None):
+            kind = "MAC" if keyed else "hash"
+            walk.problem = f"{where} was altered: its content does not match its {kind}"
+            return walk
+        walk.count, walk.last_id, walk.last_hash = position, event.id, event.hash
+
+
+def _tail_problem(walk: _Walk, head: AuditHead) -> str | None:
+    recorded = f"the head records {head.event_count} events ending at event {head.last_event_id}"
+    if walk.count < head.event_count:
+        if walk.count == 0:
+            return f"the log is empty but {recorded}: it was emptied"
+        missing = head.event_count - walk.count
+        return (
+            f"the newest {missing} event(s) are missing: {recorded}, "
+            f"the log ends at event {walk.last_id} (#{walk.count})"
+        )
+    if walk.count > head.event_count:
+        extra = walk.count - head.event_count
+        return f"{extra} event(s) were added behind the head: {recorded}"
+    if walk.last_hash != head.last_hash or walk.last_id != head.last_event_id:
+        return f"the newest event, {walk.last_id}, does not match the head: {recorded}"
+    return None
+
+
+def verify(
+    events: Iterable[AuditEvent], *, head: AuditHead | None, key: bytes | None
+) -> ChainReport:
+    """Check the head, walk the log in id order, then check that it ends where the head says."""
+    problem = head_problem(head, key)
+    if problem is not None or head is None:
+        return ChainReport(0, problem)
+    walk = _walk(events, head, key)
+    problem = walk.problem or _tail_problem(walk, head)
+    keyed = key is not None and head.keyed_from is not None
+    sealed = (head.keyed_from - 1) if head.keyed_from is not None else 0
+    fingerprint = head.mac[:16] if keyed else ""
+    return ChainReport(walk.count, problem, keyed=keyed, sealed=sealed, fingerprint=fingerprint)

@@ -6,14 +6,22 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
+
+CONNECT_TIMEOUT = 10  # seconds, for the start-up check: an unreachable host fails in one line
+AUDIT_KEY_INFO = "audit_key"
+"""``Session.info`` entry holding the AUDIT_KEY (bytes or None) the audit log is chained with."""
 
 
 class DatabaseUrlError(ValueError):
     """The DATABASE_URL names a database we cannot use."""
+
+
+class DatabaseUnavailableError(RuntimeError):
+    """The database in DATABASE_URL cannot be reached or opened; the message is one line."""
 
 
 def sqlalchemy_url(database_url: str) -> str:
@@ -42,13 +50,22 @@ def sqlite_path(database_url: str) -> str:
     return path
 
 
-def create_db_engine(database_url: str, *, pool_size: int = 10) -> Engine:
+def create_db_engine(
+    database_url: str, *, pool_size: int = 10, connect_timeout: int | None = None
+) -> Engine:
     url = sqlalchemy_url(database_url)
     if is_sqlite(database_url):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    connect_args = {"connect_timeout": connect_timeout} if connect_timeout else {}
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+    )
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -71,13 +88,39 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-class Database:
-    """Owns the engine and hands out transactions; callers own the commit boundary."""
+def check_database(database_url: str) -> None:
+    """Connect once, so that an unusable database is one clear line, not a traceback later."""
+    if is_sqlite(database_url):
+        try:
+            sqlite_path(database_url)
+        except DatabaseUrlError as exc:
+            raise DatabaseUnavailableError(str(exc)) from None
+    engine = create_db_engine(database_url, pool_size=1, connect_timeout=CONNECT_TIMEOUT)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "no reason"
+        where = make_url(database_url).render_as_string(hide_password=True)
+        raise DatabaseUnavailableError(f"DATABASE_URL: cannot use {where}: {reason}") from None
+    finally:
+        engine.dispose()
 
-    def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
+
+class Database:
+    """Owns the engine and hands out transactions; callers own the commit boundary.
+
+    ``audit_key`` (AUDIT_KEY) rides along in every session's ``info``, so each audit append is
+    keyed however deep in the code it happens."""
+
+    def __init__(
+        self, database_url: str, *, pool_size: int = 10, audit_key: bytes | None = None
+    ) -> None:
         self.url = database_url
         self.engine = create_db_engine(database_url, pool_size=pool_size)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(
+            self.engine, expire_on_commit=False, info={AUDIT_KEY_INFO: audit_key}
+        )
 
     @property
     def is_sqlite(self) -> bool:

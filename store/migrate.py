@@ -8,7 +8,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text, update
+
+from store.audit_chain import head_mac
+from store.models import AUDIT_HEAD_ID, AuditHead
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x4D49_4752_4154_4521  # one lock for whoever migrates this database
@@ -20,17 +23,35 @@ def _config() -> Config:
     return config
 
 
-def upgrade(engine: Engine) -> str:
-    """Bring the store to the newest revision; running it again changes nothing."""
+def upgrade(engine: Engine, *, audit_key: bytes | None = None) -> str:
+    """Bring the store to the newest revision; running it again changes nothing.
+
+    A store created here with ``audit_key`` (AUDIT_KEY) has its audit log keyed from the first
+    event. An existing store is never keyed here: that is ``approval-bot audit seal``, run by an
+    operator who has checked the log, since sealing vouches for what is already there."""
     config = _config()
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             # Replicas (or operators) upgrading at once take turns; the later ones find the
             # store at head and change nothing. SQLite's write lock already serializes this.
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+        created = MigrationContext.configure(connection).get_current_revision() is None
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+        if created and audit_key is not None:
+            _key_new_audit_log(connection, audit_key)
     return head_revision()
+
+
+def _key_new_audit_log(connection: Connection, key: bytes) -> None:
+    head = AuditHead(
+        id=AUDIT_HEAD_ID, event_count=0, last_event_id=None, last_hash="", keyed_from=1
+    )
+    connection.execute(
+        update(AuditHead)
+        .where(AuditHead.id == AUDIT_HEAD_ID, AuditHead.event_count == 0)
+        .values(keyed_from=1, mac=head_mac(head, key))
+    )
 
 
 def head_revision() -> str:

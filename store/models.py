@@ -9,7 +9,17 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -173,6 +183,28 @@ class AuditEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     prev_hash: Mapped[str] = mapped_column(String(64), default="")
     hash: Mapped[str] = mapped_column(String(64), default="")
+
+
+AUDIT_HEAD_ID = 1
+
+
+class AuditHead(Base):
+    """The chain's anchor, one row, advanced in the same transaction as every append: removing
+    the newest events (or all of them) leaves it pointing past the end of the log.
+
+    ``keyed_from`` is the position (1-based) of the first event chained with AUDIT_KEY; events
+    before it were written unkeyed and are sealed by the first keyed link. ``mac`` covers the
+    other fields with AUDIT_KEY, and is empty while the log is unkeyed."""
+
+    __tablename__ = "audit_head"
+    __table_args__ = (CheckConstraint("id = 1", name="ck_audit_head_single_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, default=AUDIT_HEAD_ID)
+    event_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_event_id: Mapped[int | None] = mapped_column(Integer)
+    last_hash: Mapped[str] = mapped_column(String(64), default="")
+    keyed_from: Mapped[int | None] = mapped_column(Integer)
+    mac: Mapped[str] = mapped_column(String(64), default="")
 
 
 class ActionExecution(Base):

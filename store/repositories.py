@@ -5,18 +5,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import String, cast, exists, or_, select, text, update
+from sqlalchemy import String, cast, exists, or_, select, update
 from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
-from store.audit_chain import digest
-from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
+from store.audit_log import AuditRepository
+from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
 
-AUDIT_LOCK_KEY = 0x4A55_4449_545F_4C4F  # one lock for the whole audit chain
+# The audit log's repository lives beside its chain; callers find every repository here.
+__all__ = ["ApprovalRepository", "AuditRepository", "DecisionRepository", "RunRepository"]
 
 
 def affected(result: Result[Any]) -> int:
@@ -250,59 +251,3 @@ class DecisionRepository:
         action.decisions.append(decision)
         self.session.flush()
         return decision
-
-
-class AuditRepository:
-    """Append-only audit log: the record of what happened, not logs or streams."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def record(
-        self,
-        kind: str,
-        *,
-        outcome: str = "info",
-        actor_id: str | None = None,
-        team_id: str | None = None,
-        run_id: str | None = None,
-        request_id: str | None = None,
-        action_id: str | None = None,
-        reason: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> AuditEvent:
-        event = AuditEvent(
-            kind=kind,
-            outcome=outcome,
-            actor_id=actor_id,
-            team_id=team_id,
-            run_id=run_id,
-            request_id=request_id,
-            action_id=action_id,
-            reason=reason,
-            detail=json.loads(json.dumps(detail or {}, default=str)),
-        )
-        self._chain(event)
-        self.session.add(event)
-        self.session.flush()
-        return event
-
-    def _chain(self, event: AuditEvent) -> None:
-        """Link to the newest event. On PostgreSQL a transaction-scoped advisory lock makes
-        appends take turns; SQLite's write lock (BEGIN IMMEDIATE) already does."""
-        if self.session.get_bind().dialect.name == "postgresql":
-            self.session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY})
-        last = self.session.scalars(
-            select(AuditEvent.hash).order_by(AuditEvent.id.desc()).limit(1)
-        ).first()
-        event.created_at = utcnow()
-        event.prev_hash = last or ""
-        event.hash = digest(event.prev_hash, event)
-
-    def iter_all(self, *, batch: int = 1000) -> Iterator[AuditEvent]:
-        stmt = select(AuditEvent).order_by(AuditEvent.id).execution_options(yield_per=batch)
-        yield from self.session.scalars(stmt)
-
-    def for_run(self, run_id: str) -> list[AuditEvent]:
-        stmt = select(AuditEvent).where(AuditEvent.run_id == run_id).order_by(AuditEvent.id)
-        return list(self.session.scalars(stmt))

@@ -59,21 +59,33 @@ def test_audit_export_jsonl_and_csv(database, capsys):
     assert json.loads(parsed[0]["detail"]) == {"text": 'a,b\n"c"'}
 
 
-def test_audit_verify_names_the_first_changed_event(database, capsys):
-    from sqlalchemy import text
+AUDIT_KEY = "an AUDIT_KEY for the command line tests"
 
+
+def _record(url: str, *kinds: str, key: str | None = AUDIT_KEY) -> None:
     from store.db import Database
     from store.repositories import AuditRepository
 
-    main(["db", "upgrade"])
-    db = Database(database)
-    for kind in ("run_started", "interrupt_recorded", "decision_recorded", "resumed"):
+    db = Database(url, audit_key=key.encode() if key else None)
+    for kind in kinds:
         with db.transaction() as s:
             AuditRepository(s).record(kind, actor_id="U1", detail={"k": kind})
+    db.dispose()
+
+
+def test_audit_verify_names_the_first_changed_event(database, monkeypatch, capsys):
+    from sqlalchemy import text
+
+    from store.db import Database
+
+    monkeypatch.setenv("AUDIT_KEY", AUDIT_KEY)
+    main(["db", "upgrade"])
+    _record(database, "run_started", "interrupt_recorded", "decision_recorded", "resumed")
     capsys.readouterr()
     assert main(["audit", "verify"]) == 0
-    assert capsys.readouterr().out.strip() == "audit log intact: 4 events"
+    assert capsys.readouterr().out.startswith("audit log intact: 4 events, keyed (head ")
 
+    db = Database(database)
     with db.transaction() as s:
         refused = None
         try:
@@ -88,26 +100,136 @@ def test_audit_verify_names_the_first_changed_event(database, capsys):
     db.dispose()
     assert main(["audit", "verify"]) == 1
     assert capsys.readouterr().out.strip() == (
-        "audit log broken at event 3: its content does not match its hash"
+        "audit log not intact: event 3 (#3) was altered: its content does not match its MAC"
     )
 
 
-def test_audit_verify_notices_a_deleted_event(database, capsys):
+def test_audit_verify_notices_a_deleted_event(database, monkeypatch, capsys):
     from store.db import Database
-    from store.repositories import AuditRepository
 
+    monkeypatch.setenv("AUDIT_KEY", AUDIT_KEY)
     main(["db", "upgrade"])
+    _record(database, "a", "b", "c")
     db = Database(database)
-    for kind in ("a", "b", "c"):
-        with db.transaction() as s:
-            AuditRepository(s).record(kind)
     with db.engine.begin() as conn:
         conn.exec_driver_sql("DROP TRIGGER audit_events_no_delete")
         conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 2")
     db.dispose()
     capsys.readouterr()
     assert main(["audit", "verify"]) == 1
-    assert "broken at event 3: its link" in capsys.readouterr().out
+    assert "not intact: event 3 (#2): its link" in capsys.readouterr().out
+
+
+def test_audit_verify_says_plainly_that_a_log_without_a_key_is_unkeyed(database, capsys):
+    main(["db", "upgrade"])
+    _record(database, "a", "b", key=None)
+    capsys.readouterr()
+    assert main(["audit", "verify"]) == 3
+    out = capsys.readouterr().out
+    assert out.startswith("audit log unkeyed: 2 events link up, but AUDIT_KEY is not set")
+    assert "intact" not in out
+
+
+def test_a_key_introduced_on_an_existing_log_needs_a_seal(database, monkeypatch, capsys):
+    main(["db", "upgrade"])
+    _record(database, "a", "b", key=None)
+    monkeypatch.setenv("AUDIT_KEY", AUDIT_KEY)
+    capsys.readouterr()
+    assert main(["audit", "verify"]) == 1
+    assert "not keyed: if the key is new" in capsys.readouterr().out
+
+    assert main(["audit", "seal"]) == 0
+    assert "sealed: its 2 events are anchored by AUDIT_KEY" in capsys.readouterr().out
+    _record(database, "c")
+    assert main(["audit", "verify"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "audit log intact: 3 events, keyed; the first 2, written before AUDIT_KEY was set, "
+        "are sealed by it"
+    )
+    assert main(["audit", "seal"]) == 0
+    assert "already sealed" in capsys.readouterr().out
+
+    monkeypatch.setenv("AUDIT_KEY", "x" * 40)  # another key
+    assert main(["audit", "verify"]) == 1
+    assert "head does not match AUDIT_KEY" in capsys.readouterr().out
+
+
+def test_audit_verify_catches_the_owner_cutting_the_tail_on_postgresql(
+    pg_url, monkeypatch, tmp_path, capsys
+):
+    import psycopg
+
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("AUDIT_KEY", AUDIT_KEY)
+    monkeypatch.chdir(tmp_path)
+    main(["db", "upgrade"])
+    _record(pg_url, "a", "b", "c")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute("TRUNCATE audit_events")
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("DELETE FROM audit_events WHERE id = (SELECT max(id) FROM audit_events)")
+    capsys.readouterr()
+    assert main(["audit", "verify"]) == 1
+    assert capsys.readouterr().out.strip() == (
+        "audit log not intact: the newest 1 event(s) are missing: the head records 3 events "
+        "ending at event 3, the log ends at event 2 (#2)"
+    )
+
+
+def test_the_bot_will_not_start_with_another_audit_key(serve_bot, sqlite_url):
+    from store.audit_chain import AuditChainError
+
+    serve_bot(sqlite_url, audit_key=AUDIT_KEY)
+    with pytest.raises(AuditChainError, match="head does not match AUDIT_KEY"):
+        serve_bot(sqlite_url, audit_key="y" * 40)
+    with pytest.raises(AuditChainError, match="the log is keyed: set AUDIT_KEY"):
+        serve_bot(sqlite_url)
+
+
+UNUSABLE = {
+    "garbage": ("not-a-url", "DATABASE_URL: not a database URL"),
+    "scheme": ("mysql://db/x", "DATABASE_URL: unsupported database 'mysql'"),
+    "unreachable": ("postgresql://127.0.0.1:1/x", "DATABASE_URL: cannot use postgresql://"),
+    "bad_path": ("sqlite:///{tmp}/no/such/folder/x.db", "DATABASE_URL: cannot use sqlite://"),
+}
+
+
+@pytest.mark.parametrize("command", [["db", "upgrade"], ["serve"], ["audit", "verify"]])
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_an_unusable_database_url_is_one_line(case, command, monkeypatch, tmp_path, capsys):
+    url, message = UNUSABLE[case]
+    monkeypatch.setenv("DATABASE_URL", url.format(tmp=tmp_path))
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "secret")
+    monkeypatch.setenv("SLACK_API_URL", "http://127.0.0.1:1/")  # Slack is not what is wrong
+    monkeypatch.delenv("SLACK_APP_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"approval-bot: {message}")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unreachable_database_is_one_line_from_the_installed_command(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DATABASE_URL": "postgresql://127.0.0.1:1/x"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "db", "upgrade"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("approval-bot: DATABASE_URL: cannot use postgresql://127.0.0.1:1")
+    assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_db_upgrade_run_three_times_at_once_on_postgresql(pg_url, tmp_path):

@@ -7,15 +7,20 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import func, inspect, select, text
 
-from store.audit_chain import verify
 from store.db import Database, DatabaseUrlError, sqlalchemy_url
 from store.migrate import current_revision, head_revision, upgrade
-from store.models import Action, ApprovalRequest, Run, new_id, utcnow
-from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
+from store.repositories import (
+    ApprovalRepository,
+    AuditRepository,
+    DecisionRepository,
+    RunRepository,
+)
 
 TABLES = {"runs", "approval_requests", "actions", "decisions", "audit_events", "alembic_version"}
+AUDIT_KEY = b"an AUDIT_KEY for the store tests, 32+"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -25,8 +30,8 @@ def db(request, tmp_path):  # type: ignore[no-untyped-def]
         if request.param == "sqlite"
         else request.getfixturevalue("pg_url")
     )
-    database = Database(url)
-    upgrade(database.engine)
+    database = Database(url, audit_key=AUDIT_KEY)
+    upgrade(database.engine, audit_key=AUDIT_KEY)
     yield database
     database.dispose()
 
@@ -125,13 +130,43 @@ def test_supported_urls_get_their_driver():
     assert sqlalchemy_url("postgresql://u@h/d").startswith("postgresql+psycopg://")
 
 
+def _tampering(table: str, *, sqlite: bool) -> dict[str, str]:
+    """Every way to change or remove a stored row with plain SQL on this backend."""
+    column = "kind" if table == "audit_events" else "type"
+    statements = {
+        "UPDATE": f"UPDATE {table} SET {column} = 'forged'",
+        "DELETE": f"DELETE FROM {table}",
+    }
+    if sqlite:  # REPLACE deletes the old row without firing delete triggers
+        statements["REPLACE"] = f"INSERT OR REPLACE INTO {table} SELECT * FROM {table}"
+    else:
+        statements["TRUNCATE"] = f"TRUNCATE {table}"
+    return statements
+
+
 def test_decisions_and_audit_events_are_append_only(db):
-    seed(db)
+    request_id = seed(db)
     with db.transaction() as s:
+        action = ApprovalRepository(s).get(request_id).actions[0]
+        DecisionRepository(s).add(
+            action, reviewer_id="U2", team_id=None, type_="approve", message=None
+        )
         AuditRepository(s).record("x")
-    for statement in ("UPDATE audit_events SET kind = 'y'", "DELETE FROM audit_events"):
-        with pytest.raises(Exception, match="append-only"), db.transaction() as s:
-            s.execute(text(statement))
+    unprotected = []
+    for table in ("audit_events", "decisions"):
+        for verb, statement in _tampering(table, sqlite=db.is_sqlite).items():
+            try:
+                with db.transaction() as s:
+                    s.execute(text(statement))
+            except Exception as exc:
+                assert "append-only" in str(exc), (table, verb, exc)
+            else:
+                unprotected.append(f"{table}: {verb}")
+    assert unprotected == []
+    with db.transaction() as s:
+        assert s.scalar(select(Decision.type)) == "approve"
+        assert s.scalar(select(func.count()).select_from(AuditEvent)) == 1
+        assert AuditRepository(s).verify().intact
 
 
 def test_concurrent_audit_appends_keep_one_unbroken_chain(db):
@@ -146,7 +181,7 @@ def test_concurrent_audit_appends_keep_one_unbroken_chain(db):
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(append, range(8)))
     with db.transaction() as s:
-        report = verify(AuditRepository(s).iter_all())
+        report = AuditRepository(s).verify()
     assert report.intact and report.checked == 40
 
 

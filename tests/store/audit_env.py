@@ -1,0 +1,96 @@
+"""Helpers for the audit log tests: a store, appends, and an intruder behind the triggers.
+
+The intruder goes behind the bot's back the way someone with database access (or the owner)
+could: on PostgreSQL with triggers switched off (``session_replication_role = replica``), on
+SQLite by dropping them. Nothing here knows the operator's key unless it is the bot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from sqlalchemy import Connection, select, update
+
+from store.audit_chain import ChainReport, digest, head_mac
+from store.db import Database
+from store.migrate import upgrade
+from store.models import AUDIT_HEAD_ID, AuditEvent, AuditHead
+from store.repositories import AuditRepository
+
+KEY = b"the operator's AUDIT_KEY, 32+ chars"
+INTRUDER_KEY = b"a key of the intruder's own, 32+ chars"
+
+
+def open_store(url: str, key: bytes | None = KEY) -> Database:
+    db = Database(url, audit_key=key)
+    upgrade(db.engine, audit_key=key)
+    return db
+
+
+def append(db: Database, *kinds: str) -> None:
+    for kind in kinds:
+        with db.transaction() as s:
+            AuditRepository(s).record(kind, actor_id="U1", detail={"kind": kind})
+
+
+def check(db: Database) -> ChainReport:
+    with db.transaction() as s:
+        return AuditRepository(s).verify()
+
+
+@contextlib.contextmanager
+def behind_the_triggers(db: Database) -> Iterator[Connection]:
+    """A connection on which the append-only triggers do not fire."""
+    with db.engine.begin() as conn:
+        if db.is_sqlite:
+            names = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            for (name,) in list(names):
+                conn.exec_driver_sql(f"DROP TRIGGER {name}")
+        else:
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+        yield conn
+
+
+def recompute(conn: Connection, *, key: bytes | None) -> None:
+    """Relink every event with the public algorithm (keyed with ``key`` if given) and write a
+    head to match: the best an intruder can do."""
+    table = AuditEvent.__table__
+    rows = conn.execute(select(table).order_by(table.c.id)).mappings().all()
+    prev, last_id = "", None
+    for row in rows:
+        link = digest(prev, AuditEvent(**dict(row)), key=key)
+        conn.execute(
+            update(AuditEvent).where(AuditEvent.id == row["id"]).values(prev_hash=prev, hash=link)
+        )
+        prev, last_id = link, row["id"]
+    head = AuditHead(
+        event_count=len(rows),
+        last_event_id=last_id,
+        last_hash=prev,
+        keyed_from=1 if key else None,
+    )
+    mac = head_mac(head, key) if key else ""
+    conn.execute(
+        update(AuditHead)
+        .where(AuditHead.id == AUDIT_HEAD_ID)
+        .values(
+            event_count=head.event_count,
+            last_event_id=last_id,
+            last_hash=prev,
+            keyed_from=head.keyed_from,
+            mac=mac,
+        )
+    )
+
+
+def relink(conn: Connection, *, first: int, last: int) -> None:
+    """Recompute the unkeyed links of events #first..#last (1-based), keeping the rest."""
+    rows = list(conn.execute(select(AuditEvent.__table__).order_by(AuditEvent.id)).mappings())
+    prev = rows[first - 2]["hash"] if first > 1 else ""
+    for row in rows[first - 1 : last]:
+        link = digest(prev, AuditEvent(**dict(row)))
+        conn.execute(
+            update(AuditEvent).where(AuditEvent.id == row["id"]).values(prev_hash=prev, hash=link)
+        )
+        prev = link

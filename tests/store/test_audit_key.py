@@ -1,0 +1,120 @@
+"""Keying the audit log: a new store keyed from the start, an old log sealed once, and a
+bot that will not run with a key that does not fit."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+from alembic.config import Config
+
+from store.audit_chain import AuditChainError, digest
+from store.db import Database
+from store.migrate import MIGRATIONS, upgrade
+from store.models import AuditEvent, utcnow
+from store.repositories import AuditRepository
+from tests.store.audit_env import (
+    INTRUDER_KEY,
+    KEY,
+    append,
+    behind_the_triggers,
+    check,
+    open_store,
+    relink,
+)
+
+
+def test_an_untouched_keyed_log_is_intact(store_url: str) -> None:
+    db = open_store(store_url)
+    append(db, "a", "b", "c")
+    report = check(db)
+    assert report.intact and report.checked == 3 and report.sealed == 0
+    assert report.fingerprint
+    db.dispose()
+
+
+def test_a_keyed_log_refuses_a_missing_or_other_key(store_url: str) -> None:
+    open_store(store_url).dispose()
+    for key, message in ((None, "the log is keyed: set AUDIT_KEY"), (INTRUDER_KEY, "another key")):
+        db = Database(store_url, audit_key=key)
+        with pytest.raises(AuditChainError, match=message), db.transaction() as s:
+            AuditRepository(s).check_key()
+        with pytest.raises(AuditChainError, match=message):
+            append(db, "x")
+        db.dispose()
+
+
+def test_an_unkeyed_log_links_up_but_is_not_called_intact(store_url: str) -> None:
+    db = open_store(store_url, key=None)
+    append(db, "a", "b")
+    report = check(db)
+    assert report.consistent and not report.keyed and not report.intact
+    assert report.checked == 2
+    db.dispose()
+
+
+def test_a_key_introduced_later_seals_the_earlier_events(store_url: str) -> None:
+    open_store(store_url, key=None).dispose()
+    before = Database(store_url)
+    append(before, "a", "b", "c")
+    before.dispose()
+    db = Database(store_url, audit_key=KEY)
+    with pytest.raises(AuditChainError, match="audit seal"), db.transaction() as s:
+        AuditRepository(s).check_key()  # the bot will not start until the operator seals
+    with db.transaction() as s:
+        seal = AuditRepository(s).seal()
+    assert (seal.events, seal.already) == (3, False)
+    append(db, "d", "e")
+    report = check(db)
+    assert report.intact and report.checked == 5 and report.sealed == 3
+    with db.transaction() as s:
+        assert AuditRepository(s).seal().already
+
+    with behind_the_triggers(db) as conn:  # rewrite a sealed event and relink the unkeyed part
+        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 2")
+        relink(conn, first=2, last=3)
+    report = check(db)
+    assert report.problem is not None
+    assert report.problem.startswith("event 4 (#4): its link to the previous event does not match")
+    db.dispose()
+
+
+def test_seal_refuses_a_log_that_does_not_check_out(store_url: str) -> None:
+    open_store(store_url, key=None).dispose()
+    before = Database(store_url)
+    append(before, "a", "b")
+    with behind_the_triggers(before) as conn:
+        conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 2")
+    before.dispose()
+    db = Database(store_url, audit_key=KEY)
+    refused = pytest.raises(AuditChainError, match="not sealing it: the newest 1 event")
+    with refused, db.transaction() as s:
+        AuditRepository(s).seal()
+    db.dispose()
+
+
+def test_an_existing_log_is_anchored_by_the_upgrade(store_url: str) -> None:
+    """A store written before the head existed: the upgrade anchors the log as it stands."""
+    db = Database(store_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0006")
+        prev = ""
+        for kind in ("a", "b", "c"):
+            event = AuditEvent(kind=kind, outcome="info", detail={}, created_at=utcnow())
+            event.prev_hash, event.hash = prev, digest(prev, event)
+            values = {c: getattr(event, c) for c in ("kind", "outcome", "detail", "created_at")}
+            conn.execute(
+                AuditEvent.__table__.insert().values(
+                    **values, prev_hash=event.prev_hash, hash=event.hash
+                )
+            )
+            prev = event.hash
+    upgrade(db.engine, audit_key=KEY)  # an existing store is not keyed by the upgrade
+    report = check(db)
+    assert report.consistent and report.checked == 3 and not report.keyed
+    with behind_the_triggers(db) as conn:
+        conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 3")
+    assert (check(db).problem or "").startswith("the newest 1 event(s) are missing")
+    db.dispose()
