@@ -191,3 +191,14 @@ def test_values_with_hidden_characters_are_not_offered_for_editing():
     assert set(inputs) == {"arg:text"}
     note = modal["blocks"][-1]["elements"][0]["text"]
     assert "recipient" in note and "hidden characters" in note
+
+
+def test_a_section_too_long_for_slack_is_cut_between_code_spans_never_inside_one():
+    """Inside a cut code span the agent's text would be formatted again."""
+    criteria = [{"name": f"{i} *a*" * 30, "verdict": "fail", "gap": "_b_ " * 60} for i in range(10)]
+    view = approval(LINE, LINES)
+    pending = dataclasses.replace(view.actions[1], extra={"evidence": {"criteria": criteria}})
+    card = approval_card(dataclasses.replace(view, actions=(pending,)))
+    evidence = next(t for t in mrkdwn_texts(card) if t.startswith("*Evidence*"))
+    assert len(evidence) <= 3000 and evidence.endswith("…")
+    assert "`" not in outside_code(evidence) and "*a*" not in outside_code(evidence)
