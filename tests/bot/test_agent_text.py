@@ -10,6 +10,7 @@ from typing import Any
 
 from slack_sdk.models.views import View
 
+from agent_runtime.errors import InvalidDecisions
 from agent_runtime.views import ActionView, ApprovalView, DecisionView, RunView
 from bot.blocks.approval_card import approval_card
 from bot.blocks.arguments import full_argument_pages
@@ -18,6 +19,7 @@ from bot.blocks.messages import call_blocked_message, run_result_message, run_ro
 from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
 from bot.blocks.notices import stale_notice
 from bot.blocks.review_modal import review_modal
+from bot.errors import user_message
 from tests.bot.formatting import (
     all_strings,
     formatting,
@@ -202,3 +204,9 @@ def test_a_section_too_long_for_slack_is_cut_between_code_spans_never_inside_one
     evidence = next(t for t in mrkdwn_texts(card) if t.startswith("*Evidence*"))
     assert len(evidence) <= 3000 and evidence.endswith("…")
     assert "`" not in outside_code(evidence) and "*a*" not in outside_code(evidence)
+
+
+def test_an_error_quoting_agent_text_keeps_it_literal():
+    told = user_message(InvalidDecisions(f"'reject' is not allowed for '<!channel> {LINE}'"))
+    assert formatting(told) == [] and "<!channel>" not in told
+    assert "&lt;!channel&gt; *:white_check_mark: Approved*" in told
