@@ -8,6 +8,7 @@ from slack_sdk.errors import SlackApiError
 
 from agent_runtime.authorization import Refusal
 from agent_runtime.errors import ApprovalError, NotPermitted
+from bot.text import verbatim
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def user_message(exc: BaseException) -> str:
     if isinstance(exc, NotPermitted):
         return "You are not allowed to start agent runs here. Ask an operator to add you."
     if isinstance(exc, ApprovalError):
-        return str(exc)
+        return verbatim(str(exc), 2000)  # it may quote agent text: shown as code
     if isinstance(exc, SlackApiError):
         error = exc.response.get("error", "unknown_error")
         if error in ("not_in_channel", "channel_not_found"):

@@ -10,7 +10,7 @@ from agent_runtime.views import ActionView, ApprovalView
 from bot.blocks.arguments import args_markup, edit_diff
 from bot.blocks.card_buttons import action_buttons, approve_all_row, review_all_row
 from bot.ids import BlockId
-from bot.text import code_block, mention, mrkdwn, plain
+from bot.text import clip, code_block, mention, mrkdwn, plain, verbatim
 
 MAX_BLOCKS = 50
 _SAFE_URL = re.compile(r"^https?://[A-Za-z0-9.:-]+/?$")
@@ -47,7 +47,7 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
         {"type": "header", "text": {"type": "plain_text", "text": _header(approval)}},
         _section(
             f"*Requested by* {mention(approval.requester_id)}\n"
-            f"*Request:* {mrkdwn(approval.run.request_text, 600)}"
+            f"*Request:* {verbatim(approval.run.request_text, 600)}"
         ),
     ]
     compact = len(approval.actions) > FULL_ACTIONS
@@ -78,7 +78,7 @@ def _tail(
 ) -> list[dict[str, Any]]:
     tail: list[dict[str, Any]] = []
     if approval.status != "pending" and approval.outcome:
-        tail.append(_section(f"*Outcome:* {mrkdwn(approval.outcome, 1000)}"))
+        tail.append(_section(f"*Outcome:* {verbatim(approval.outcome, 1000)}"))
     if approval.status == "pending" and bulk is not None:
         tail.append(bulk)
     return [*tail, {"type": "divider"}, _context(_footer(approval, workspace_url))]
@@ -107,13 +107,16 @@ def _header(approval: ApprovalView) -> str:
 
 def _title(action: ActionView) -> str:
     extra = action.extra or {}
-    line = f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*"
+    line = (
+        f"*{action.position + 1}.* {verbatim(action.tool_name, 200)}  ·  "
+        f"risk *{mrkdwn(action.risk, 20)}*"
+    )
     if extra.get("subagent"):
-        line += f"  ·  from subagent *{mrkdwn(str(extra['subagent']), 100)}*"
+        line += f"  ·  from subagent {verbatim(str(extra['subagent']), 100)}"
     if extra.get("review_kind"):
-        line += f"  ·  review: {mrkdwn(str(extra['review_kind']), 100)}"
+        line += f"  ·  review: {verbatim(str(extra['review_kind']), 100)}"
     if extra.get("review_kind") and action.description:
-        line += f"\n{mrkdwn(action.description, 500)}"
+        line += f"\n{verbatim(action.description, 500)}"
     return line
 
 
@@ -158,14 +161,13 @@ def _problems(extra: dict[str, Any]) -> list[dict[str, Any]]:
     """What the policy or the tool's schema found wrong with the call as the agent made it."""
     found = []
     if extra.get("policy_violation"):
-        found.append(
-            _section(
-                f":no_entry: *Refused by the policy:* {mrkdwn(extra['policy_violation'], 900)}"
-            )
-        )
+        violation = verbatim(str(extra["policy_violation"]), 900)
+        found.append(_section(f":no_entry: *Refused by the policy:* {violation}"))
     errors = extra.get("schema_errors")
     if isinstance(errors, dict) and errors:
-        lines = "; ".join(f"{mrkdwn(str(k), 80)}: {mrkdwn(str(v), 200)}" for k, v in errors.items())
+        lines = "; ".join(
+            f"{verbatim(str(k), 80)}: {verbatim(str(v), 200)}" for k, v in errors.items()
+        )
         found.append(_context(f":warning: Not valid for the tool: {lines}"))
     return found
 
@@ -174,18 +176,18 @@ def _evidence(evidence: dict[str, Any]) -> str:
     """What the checks found, as the workflow reported it (agent data: escaped)."""
     lines = ["*Evidence*"]
     if evidence.get("rubric_verdict"):
-        lines.append(f"Rubric verdict: *{mrkdwn(str(evidence['rubric_verdict']), 60)}*")
+        lines.append(f"Rubric verdict: {verbatim(str(evidence['rubric_verdict']), 60)}")
     for item in list(evidence.get("criteria") or [])[:10]:
         if not isinstance(item, dict):
             continue
         mark = ":white_check_mark:" if item.get("verdict") == "pass" else ":x:"
-        line = f"{mark} {mrkdwn(str(item.get('name', '')), 120)}"
+        line = f"{mark} {verbatim(str(item.get('name', '')), 120)}"
         if item.get("gap"):
-            line += f": {mrkdwn(str(item['gap']), 200)}"
+            line += f": {verbatim(str(item['gap']), 200)}"
         lines.append(line)
     if evidence.get("content_hash"):
-        lines.append(f"Content hash (sha256): `{mrkdwn(str(evidence['content_hash']), 64)}`")
-    return "\n".join(lines)[:3000]
+        lines.append(f"Content hash (sha256): {verbatim(str(evidence['content_hash']), 66)}")
+    return "\n".join(lines)
 
 
 def _rules(action: ActionView) -> str:
@@ -225,11 +227,11 @@ def _decided_line(action: ActionView) -> str:
         verb = _VERBS.get(decision.type, decision.type)
         line = f"{mention(decision.reviewer_id)} {verb} at {_when(decision.at)}"
         if decision.message:
-            line += f": {mrkdwn(decision.message, 400)}"
+            line += f": {verbatim(decision.message, 400)}"
         lines.append(line)
     if action.outcome:
-        lines.append(f"*{_OUTCOME_ICONS.get(action.outcome, action.outcome)}*")
-    return "\n".join(lines)[:3000]
+        lines.append(f"*{_OUTCOME_ICONS.get(action.outcome) or mrkdwn(action.outcome, 100)}*")
+    return "\n".join(lines)
 
 
 def _run_link(approval: ApprovalView, workspace_url: str | None) -> str:
@@ -255,8 +257,8 @@ def _footer(approval: ApprovalView, workspace_url: str | None = None) -> str:
 
 
 def _fallback(approval: ApprovalView) -> str:
-    tools = ", ".join(a.tool_name for a in approval.actions)
-    return mrkdwn(f"{_HEADERS.get(approval.status, approval.status)}: {tools}", 2000)
+    tools = ", ".join(verbatim(a.tool_name, 100) for a in approval.actions)
+    return clip(f"{_HEADERS.get(approval.status, approval.status)}: {tools}", 2000)
 
 
 def _when(at: dt.datetime) -> str:
@@ -264,8 +266,8 @@ def _when(at: dt.datetime) -> str:
 
 
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000] or " "}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, 3000) or " "}}
 
 
 def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000] or " "}]}
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, 3000) or " "}]}

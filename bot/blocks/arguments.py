@@ -7,7 +7,7 @@ import difflib
 import json
 from typing import Any
 
-from bot.text import code_block, code_chunks, mrkdwn
+from bot.text import code_block, code_chunks, plain_text, verbatim
 
 FIELD_VALUE_LIMIT = 200
 MAX_FIELDS = 10
@@ -40,7 +40,7 @@ def args_markup(args: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]],
             fields.append(
                 {
                     "type": "mrkdwn",
-                    "text": f"*{mrkdwn(key, 100)}*\n{mrkdwn(text, FIELD_VALUE_LIMIT)}",
+                    "text": f"*{verbatim(key, 100)}*\n{verbatim(text, FIELD_VALUE_LIMIT)}",
                 }
             )
         return None, fields, truncated
@@ -53,7 +53,7 @@ def full_argument_pages(
 ) -> list[list[dict[str, Any]]]:
     """Every argument and the preview, split into pages of modal blocks within Slack's limits."""
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "plain_text", "text": f"Tool: {tool_name}"[:3000]}}
+        {"type": "section", "text": plain_text(f"Tool: {tool_name}", 3000)}
     ]
     for chunk in code_chunks(pretty(args), PAGE_CHARS):
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": chunk}})

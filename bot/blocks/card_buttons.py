@@ -8,7 +8,7 @@ from typing import Any
 from agent_runtime.views import ActionView, ApprovalView, versions_digest
 from bot.blocks.arguments import pretty
 from bot.ids import ActionId, BlockId, choice_value
-from bot.text import plain
+from bot.text import plain_text
 
 
 def action_buttons(
@@ -44,13 +44,9 @@ def confirm_dialog(action: ActionView) -> dict[str, Any]:
     summary = ", ".join(f"{k}={_short(v)}" for k, v in shown.items()) or "no arguments"
     return {
         "title": {"type": "plain_text", "text": "Approve a high-risk action?"},
-        "text": {
-            "type": "plain_text",
-            "text": plain(
-                f"Approve {action.tool_name}({summary}), version {action.action_hash[:12]}?",
-                300,
-            ),
-        },
+        "text": plain_text(
+            f"Approve {action.tool_name}({summary}), version {action.action_hash[:12]}?", 300
+        ),
         "confirm": {"type": "plain_text", "text": "Approve"},
         "deny": {"type": "plain_text", "text": "Cancel"},
         "style": "primary",
@@ -74,14 +70,11 @@ def approve_all_row(approval: ApprovalView) -> dict[str, Any] | None:
         names = ", ".join(a.tool_name for a in approvable)
         element["confirm"] = {
             "title": {"type": "plain_text", "text": "Approve all?"},
-            "text": {
-                "type": "plain_text",
-                "text": plain(
-                    "Some of these actions are high risk. Approve every one you may approve, "
-                    f"as shown on the card: {names}?",
-                    300,
-                ),
-            },
+            "text": plain_text(
+                "Some of these actions are high risk. Approve every one you may approve, "
+                f"as shown on the card: {names}?",
+                300,
+            ),
             "confirm": {"type": "plain_text", "text": "Approve all"},
             "deny": {"type": "plain_text", "text": "Cancel"},
         }

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from bot.ids import BlockId, CallbackId, InputId
-from bot.text import plain
+from bot.text import has_hidden_characters, plain_text
 
 MAX_FIELDS = 90
 INPUT_MAX = 3000
@@ -43,10 +43,7 @@ def field_block_id(name: str) -> str:
 def _element(kind: str, prop: dict[str, Any], value: Any) -> dict[str, Any] | None:
     if kind == "enum":
         choices = prop.get("enum") or [prop.get("const")]
-        options = [
-            {"text": {"type": "plain_text", "text": plain(str(c), 75)}, "value": json.dumps(c)}
-            for c in choices[:100]
-        ]
+        options = [{"text": plain_text(str(c), 75), "value": json.dumps(c)} for c in choices[:100]]
         element: dict[str, Any] = {"type": "static_select", "options": options}
         selected = next((o for o in options if o["value"] == json.dumps(value)), None)
         if selected:
@@ -69,8 +66,10 @@ def _element(kind: str, prop: dict[str, Any], value: Any) -> dict[str, Any] | No
     text = value if kind == "string" and isinstance(value, str) else None
     if text is None:
         text = "" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
-    if len(text) > INPUT_MAX:
-        return None  # too long to edit in Slack; the value is kept as it is
+    if len(text) > INPUT_MAX or has_hidden_characters(text):
+        # Too long for Slack, or a text box would show it disguised (or save it changed):
+        # the value is kept as it is.
+        return None
     element = {
         "type": "plain_text_input",
         "multiline": kind == "json" or len(text) > 80 or "\n" in text,
@@ -91,7 +90,7 @@ def edit_modal(
     blocks: list[dict[str, Any]] = [
         {
             "type": "section",
-            "text": {"type": "plain_text", "text": plain(f"Tool: {tool_name}", 300)},
+            "text": plain_text(f"Tool: {tool_name}", 300),
         }
     ]
     kept: list[str] = []
@@ -107,16 +106,17 @@ def edit_modal(
             {
                 "type": "input",
                 "block_id": field_block_id(name),
-                "label": {"type": "plain_text", "text": plain(label, 2000)},
+                "label": plain_text(label, 2000),
                 "element": element,
                 "optional": name not in required,
             }
         )
     if kept:
-        note = "Too long to edit here, kept as they are: " + ", ".join(kept)
-        blocks.append(
-            {"type": "context", "elements": [{"type": "plain_text", "text": plain(note, 2000)}]}
+        note = (
+            "Kept as they are (too long to edit here, or holding hidden characters): "
+            + ", ".join(kept)
         )
+        blocks.append({"type": "context", "elements": [plain_text(note, 2000)]})
     return {
         "type": "modal",
         "callback_id": CallbackId.EDIT_MODAL,

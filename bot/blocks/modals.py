@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.ids import ActionId, BlockId, CallbackId, InputId
-from bot.text import plain
+from bot.text import plain_text
 
 
 def _text_modal(
@@ -29,7 +29,7 @@ def _text_modal(
         "submit": {"type": "plain_text", "text": submit},
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
-            {"type": "section", "text": {"type": "plain_text", "text": plain(prompt, 3000)}},
+            {"type": "section", "text": plain_text(prompt, 3000)},
             {
                 "type": "input",
                 "block_id": block_id,

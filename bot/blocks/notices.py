@@ -6,7 +6,7 @@ from typing import Any
 
 from agent_runtime.views import ActionView
 from bot.blocks.arguments import edit_diff
-from bot.text import mention, mrkdwn
+from bot.text import clip, mention, verbatim
 
 
 def stale_notice(action: ActionView, *, seen: str | None) -> dict[str, Any]:
@@ -20,9 +20,9 @@ def stale_notice(action: ActionView, *, seen: str | None) -> dict[str, Any]:
     else:
         who, when = "it changed", ""
     lines = [
-        f"*{mrkdwn(action.tool_name, 200)} changed since you saw it:* {who}{when}. "
+        f"{verbatim(action.tool_name, 200)} *changed since you saw it:* {who}{when}. "
         "Your decision was not recorded. Review the card as it is now and decide again.",
-        f"You saw version `{mrkdwn((seen or 'unknown')[:12], 12)}`; "
+        f"You saw version {verbatim((seen or 'unknown')[:12], 16)}; "
         f"the current version is `{action.action_hash[:12]}`.",
     ]
     blocks: list[dict[str, Any]] = [_section("\n".join(lines))]
@@ -30,8 +30,9 @@ def stale_notice(action: ActionView, *, seen: str | None) -> dict[str, Any]:
         blocks.append(
             _section("*Now (original → current)*\n" + edit_diff(action.args, action.edited_args))
         )
-    return {"text": mrkdwn(f"{action.tool_name} changed since you saw it", 300), "blocks": blocks}
+    text = f"{verbatim(action.tool_name, 200)} changed since you saw it"
+    return {"text": text, "blocks": blocks}
 
 
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000] or " "}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, 3000) or " "}}

@@ -9,7 +9,7 @@ from agent_runtime.views import ActionView, ApprovalView
 from bot.blocks.arguments import args_markup
 from bot.blocks.card_buttons import confirm_dialog
 from bot.ids import ActionId, CallbackId, choice_value
-from bot.text import mrkdwn, plain
+from bot.text import clip, mrkdwn, verbatim
 
 PAGE_SIZE = 5
 _OUTCOMES = {
@@ -65,10 +65,13 @@ def _action_rows(approval: ApprovalView, action: ActionView) -> list[dict[str, A
     shown = action.edited_args if action.edited_args is not None else action.args
     code, fields, cut = args_markup(shown)
     cut |= bool((action.extra or {}).get("preview"))
-    head = f"*{action.position + 1}. {mrkdwn(action.tool_name, 200)}*  ·  risk *{action.risk}*"
+    head = (
+        f"*{action.position + 1}.* {verbatim(action.tool_name, 200)}  ·  "
+        f"risk *{mrkdwn(action.risk, 20)}*"
+    )
     section: dict[str, Any] = {
         "type": "section",
-        "text": {"type": "mrkdwn", "text": (head + (f"\n{code}" if code else ""))[:3000]},
+        "text": {"type": "mrkdwn", "text": clip(head + (f"\n{code}" if code else ""), 3000)},
     }
     if fields:
         section["fields"] = fields
@@ -134,4 +137,4 @@ def _nav(label: str, approval_id: str, page: int) -> dict[str, Any]:
 
 
 def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": plain(text, 3000)}]}
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn(text, 3000)}]}

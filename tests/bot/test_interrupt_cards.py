@@ -180,7 +180,7 @@ def test_subagent_interrupt_says_which_subagent(serve_bot, sqlite_url):
     h = serve_bot(sqlite_url)
     task = {"description": SEND, "subagent_type": "release-coordinator"}
     root, card = start_run(h, "task " + json.dumps(task))
-    assert "from subagent *release-coordinator*" in json.dumps(card.blocks)
+    assert "from subagent `release-coordinator`" in json.dumps(card.blocks)
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     result_message(h, root)
     assert effects(h) == ["send_external_message"]

@@ -32,7 +32,7 @@ def test_the_publish_card_shows_verdict_criteria_and_hash(serve_bot, sqlite_url)
     h = serve_bot(sqlite_url, agent="agent_runtime.agents.publish_workflow:build_agent")
     root, card = start_run(h, "Weekly sales report")
     shown = json.dumps(card.blocks)
-    assert "Rubric verdict: *satisfied*" in shown
+    assert "Rubric verdict: `satisfied`" in shown
     for criterion in ("has a summary section", "covers every region", "no placeholders"):
         assert criterion in shown
     assert "Content hash (sha256)" in shown

@@ -1,4 +1,5 @@
-"""Whatever the agent sends, cards and modals stay valid Block Kit and agent text stays inert."""
+"""Whatever the agent sends, cards and modals stay valid Block Kit and agent text stays inert:
+no mention, broadcast or link comes alive, no formatting applies to it, nothing hides in it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from bot.blocks.arguments import full_argument_pages
 from bot.blocks.edit_modal import edit_modal, parse_edit
 from bot.blocks.messages import run_result_message, run_root_message
 from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
+from tests.bot.formatting import (
+    all_strings,
+    hidden_characters,
+    mrkdwn_texts,
+    outside_code,
+    plain_text_objects,
+)
 
 HOSTILE = [
     "<!channel>",
@@ -30,15 +38,24 @@ HOSTILE = [
     "<#C0GENERAL>",
     "&lt;!channel&gt;",
     "```",
+    "`",
     "*bold* _it_ ~s~",
+    "*:white_check_mark: Approved*",
+    "Sign-offs: 1 of 1",
+    "\n> quoted\n&gt; too",
+    ":x: :rotating_light:",
+    "pay\u202eexe.txt \u2066a\u2069 \u200e\u200f\u061c\u202a\u202b\u202c\u202d\u2067\u2068",
+    "zero\u200bwidth\ufeff\u2060\u00ad\U000e0041\u3164\x1b\r\u2028\x85",
 ]
+# Every agent text is marked with a sign the bot never writes, to find where it lands.
+MARK = "§"
 text = st.one_of(
     st.sampled_from(HOSTILE),
     st.text(max_size=50),
     st.builds(
         lambda a, b: a * b, st.sampled_from([*HOSTILE, "é", "\U0001d518"]), st.integers(1, 900)
     ),
-)
+).map(lambda s: f"{MARK}{s}{MARK}")
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), text)
 trees = st.recursive(
     scalars,
@@ -49,7 +66,8 @@ args_strategy = st.dictionaries(text, trees, max_size=12)
 AT = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
 # A live Slack token: a mention, broadcast, channel, user group or link.
 LIVE = re.compile(r"<(?:[@#!]|https?:|mailto:)")
-OURS = re.compile(r"<@U0[A-Z0-9]+>|<!date\^\d+\^[^|>]*\|[^>]*>|<!subteam\^S0[A-Z0-9]+>")
+# Exactly the tokens the bot writes for these views: its two users and its dates.
+OURS = re.compile(r"<@U0(?:ALICE|REL1)>|<!date\^\d+\^[^|>]*\|[^>]*>")
 
 
 def _action(position: int, name: str, args: dict[str, Any], extra: dict[str, Any]) -> ActionView:
@@ -114,20 +132,16 @@ approvals = st.builds(
 
 
 def agent_text_is_inert(payload: dict[str, Any]) -> None:
-    fallback = [payload["text"]] if isinstance(payload.get("text"), str) else []
-    for value in fallback + _strings(payload):
+    """In formatted texts, agent text sits inside code only (so nothing formats it) and brings
+    no live token; plain_text keeps its emoji shortcodes as text; no string hides characters."""
+    for value in mrkdwn_texts(payload):
         assert not LIVE.search(OURS.sub("", value)), value
-
-
-def _strings(node: Any) -> list[str]:
-    """Every text Slack would format: mrkdwn objects and a message's top-level ``text``.
-    plain_text, values and metadata are never formatted, so they cannot come alive."""
-    if isinstance(node, dict):
-        found = [node["text"]] if node.get("type") == "mrkdwn" else []
-        return found + [s for v in node.values() for s in _strings(v)]
-    if isinstance(node, list):
-        return [s for v in node for s in _strings(v)]
-    return []
+        assert MARK not in outside_code(value), value
+        assert "`" not in outside_code(value), f"a code span was closed or cut: {value!r}"
+    for obj in plain_text_objects(payload):
+        assert MARK not in obj["text"] or obj.get("emoji") is False, obj
+    for value in all_strings(payload):
+        assert hidden_characters(value) == [], value
 
 
 def valid_blocks(blocks: list[dict[str, Any]], limit: int) -> None:

@@ -1,5 +1,6 @@
 """An injection corpus through every text a requester, a reviewer or the agent controls ends
-inert on every surface: cards, modals, ephemerals and thread messages."""
+inert on every surface: cards, modals, ephemerals and thread messages. Nothing comes alive,
+nothing copies the bot's own status lines with its formatting, nothing hides in the text."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 from agent_runtime.policy import BUNDLED_POLICY
 from bot.sandbox import people
 from tests.bot.flows import button, open_modal, result_message, start_run
+from tests.bot.formatting import all_strings, formatting, hidden_characters, outside_code
 
 CORPUS = [
     "<!channel>",
@@ -25,6 +27,11 @@ CORPUS = [
     "&lt;!channel&gt;",
     "```<!channel>```",
     "*<!here>*",
+    "*:white_check_mark: Approved*",
+    "Sign-offs: 1 of 1",
+    "\n> _approved by security_ ~pending~\n",
+    "`",
+    "pay\u202egnp.exe \u2066x\u2069\u200f\u200b",
 ]
 HOSTILE = " ".join(CORPUS)
 LIVE = re.compile(r"<(?:[@#!]|https?:|mailto:)")
@@ -47,6 +54,11 @@ def formatted_texts(node, top=True):  # type: ignore[no-untyped-def]
 def assert_inert(texts: list[str]) -> None:
     for text in texts:
         assert not LIVE.search(OURS.sub("", text)), text
+        # The bot never approves anything in this run: any such status line would be a copy.
+        found = formatting(text)
+        assert not [f for f in found if "Approved" in f or "white_check_mark" in f], text
+        assert not [f for f in found if f.startswith(("~", ">", "&gt;"))], text
+        assert "Sign-offs: 1 of 1" not in outside_code(text), text
 
 
 def test_hostile_text_everywhere_stays_inert(serve_bot, sqlite_url, tmp_path):
@@ -78,12 +90,15 @@ def test_hostile_text_everywhere_stays_inert(serve_bot, sqlite_url, tmp_path):
     surfaces = 0
     for message in h.state.messages:
         assert_inert([message.text, *formatted_texts(message.blocks)])
+        assert not hidden_characters("".join(all_strings([message.text, message.blocks])))
         surfaces += 1
     for note in h.state.ephemerals:
         assert_inert([note.text, *formatted_texts(note.blocks)])
+        assert not hidden_characters("".join(all_strings([note.text, note.blocks])))
         surfaces += 1
     for view in h.state.views.values():
         assert_inert(formatted_texts(view.view))
+        assert not hidden_characters("".join(all_strings(view.view)))
         surfaces += 1
     assert surfaces >= 8
     everything = json.dumps([m.blocks for m in h.state.messages])
