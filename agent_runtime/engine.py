@@ -297,6 +297,33 @@ class ApprovalEngine:
                 detail={"decision": decision},
             )
 
+    def record_dropped(
+        self,
+        *,
+        actor: Actor,
+        what: str,
+        action_id: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        """Audit a click, submission or command refused because the bot was too busy (its user
+        was told to try again). The action or request it named is kept when it exists."""
+        with self.db.transaction() as s:
+            repo = ApprovalRepository(s)
+            action = repo.get_action(action_id) if action_id else None
+            wanted = action.request_id if action else request_id
+            request = repo.get(wanted) if wanted else None
+            AuditRepository(s).record(
+                "request_dropped",
+                outcome="refused",
+                actor_id=actor.user_id,
+                team_id=actor.team_id,
+                run_id=request.run_id if request else None,
+                request_id=request.id if request else None,
+                action_id=action.id if action else None,
+                reason="busy",
+                detail={"dropped": what},
+            )
+
     def edit_form(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The JSON schema an edit must satisfy and the arguments it starts from."""
         with self.db.transaction() as s:

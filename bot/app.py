@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.error import URLError
 
@@ -27,8 +27,9 @@ from agent_runtime.policy import load_policy
 from agent_runtime.reconciler import Reconciler
 from agent_runtime.sweeper import Maintenance, Sweeper
 from bot.directory import UsergroupDirectory
-from bot.executor import BoundedExecutor
+from bot.executor import BoundedExecutor, ListenerPool
 from bot.listeners import actions, commands, events, views
+from bot.listeners.payloads import PayloadCheck
 from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
@@ -47,6 +48,7 @@ class Bot:
     db: Database
     runtime: GraphRuntime
     services: BotServices
+    listeners: ListenerPool
     app: App
     sweeper: Sweeper
     reconciler: Reconciler
@@ -60,11 +62,20 @@ class Bot:
             logger.exception("start-up reconciliation failed; the background loop will retry")
         self.maintenance.start()
 
+    def settle(self, *, timeout: float) -> bool:
+        """Wait until listeners have finished what they do after their ack (which may hand
+        work to the pool), then until the pool is idle; ``False`` if that took too long."""
+        deadline = time.monotonic() + timeout
+        if not self.listeners.wait_idle(timeout=timeout):
+            return False
+        return self.services.executor.wait_idle(timeout=max(0.0, deadline - time.monotonic()))
+
     def close(self, *, drain_seconds: float = 30.0) -> None:
-        """Finish in-flight work (resumes, runs) before closing the store."""
+        """Finish in-flight work (listeners, resumes, runs) before closing the store."""
         self.maintenance.stop()
-        if not self.services.executor.wait_idle(timeout=drain_seconds):
+        if not self.settle(timeout=drain_seconds):
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
+        self.listeners.shutdown(wait=False)
         self.services.executor.shutdown(wait=False)
         close_checkpointer(self.runtime.checkpointer)
         self.db.dispose()
@@ -148,16 +159,18 @@ def build_bot(
         client=client,
         directory=directory,
     )
+    listeners = ListenerPool(workers=LISTENER_THREADS)
     app = App(
         client=client,
         signing_secret=secret,
         request_verification_enabled=http,
         process_before_response=False,
         token_verification_enabled=True,  # one auth.test now, reused by every request
-        listener_executor=ThreadPoolExecutor(
-            max_workers=LISTENER_THREADS, thread_name_prefix="bolt-listener"
-        ),
+        listener_executor=listeners,
     )
+    check = PayloadCheck(services.metrics)
+    app.use(check)
+    app.error(check.on_error)
     install(app, services)
     for group in (commands, actions, views, events):
         group.register(app)
@@ -167,6 +180,7 @@ def build_bot(
         db=db,
         runtime=runtime,
         services=services,
+        listeners=listeners,
         app=app,
         sweeper=sweeper,
         reconciler=reconciler,

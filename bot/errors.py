@@ -41,6 +41,13 @@ REFUSALS: dict[Refusal, str] = {
     ),
 }
 BUSY = "The bot is busy right now; please try again in a moment. Nothing was recorded."
+BUSY_CLICK = (
+    "The bot is busy right now, so your click was not recorded. Please click again in a moment."
+)
+BUSY_SUBMISSION = (
+    "The bot is busy right now, so this was not sent. What you entered is kept: "
+    "submit again in a moment."
+)
 UNEXPECTED = (
     "Something went wrong on our side; nothing was decided. The operators have the details."
 )

@@ -6,9 +6,37 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class InFlight:
+    """Counts tasks started and not yet finished, so shutdown (and tests) can wait for none."""
+
+    def __init__(self) -> None:
+        self._idle = threading.Condition()
+        self._count = 0
+
+    def begin(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def end(self) -> None:
+        with self._idle:
+            self._count -= 1
+            if self._count == 0:
+                self._idle.notify_all()
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout)
 
 
 class BoundedExecutor:
@@ -17,16 +45,13 @@ class BoundedExecutor:
     def __init__(self, *, workers: int, queue: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="approval-worker")
         self._slots = threading.BoundedSemaphore(workers + queue)
-        self._lock = threading.Lock()
-        self._in_flight = 0
-        self._idle = threading.Condition(self._lock)
+        self._tasks = InFlight()
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any] | None:
         if not self._slots.acquire(blocking=False):
             logger.warning("worker pool full; refusing %s", getattr(fn, "__name__", fn))
             return None
-        with self._lock:
-            self._in_flight += 1
+        self._tasks.begin()
         try:
             return self._pool.submit(self._run, fn, *args, **kwargs)
         except RuntimeError:
@@ -44,19 +69,41 @@ class BoundedExecutor:
 
     def _done(self) -> None:
         self._slots.release()
-        with self._lock:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.notify_all()
+        self._tasks.end()
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return self._tasks.count
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no task runs or waits (used on shutdown to drain)."""
-        with self._lock:
-            return self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout)
+        return self._tasks.wait_idle(timeout)
 
     def shutdown(self, *, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+class ListenerPool(ThreadPoolExecutor):
+    """Bolt's listener threads, counted: what a listener does after its ack (a busy notice, an
+    audit row, handing work to the worker pool) finishes before shutdown closes the store."""
+
+    def __init__(self, *, workers: int) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="bolt-listener")
+        self._tasks = InFlight()
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        self._tasks.begin()
+        try:
+            return super().submit(self._run, fn, *args, **kwargs)
+        except BaseException:
+            self._tasks.end()
+            raise
+
+    def _run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._tasks.end()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        return self._tasks.wait_idle(timeout)

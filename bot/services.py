@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from slack_bolt import BoltContext
+from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
+from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
 
 from agent_runtime.authorization import Actor
 from agent_runtime.engine import ApprovalEngine
 from bot.directory import UsergroupDirectory
-from bot.errors import BUSY
+from bot.errors import BUSY_CLICK
 from bot.executor import BoundedExecutor
+
+logger = logging.getLogger(__name__)
+SERVICES = "approval_services"
 
 
 @dataclass
@@ -37,6 +42,21 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Drop:
+    """A click, submission or command our full pool refused: who, what (the Slack id of the
+    button, modal or command), which action or request it named, and how to tell the user."""
+
+    actor: Actor
+    what: str
+    channel: str | None = None
+    action_id: str | None = None
+    request_id: str | None = None
+    reply: Callable[[str], Any] | None = None
+    """Tells the user (e.g. a slash command's ``respond``); else an ephemeral in ``channel``."""
+    notice: str = BUSY_CLICK
+
+
 @dataclass
 class BotServices:
     engine: ApprovalEngine
@@ -45,46 +65,75 @@ class BotServices:
     metrics: Metrics = field(default_factory=Metrics)
     directory: UsergroupDirectory | None = None
 
-    def run_later(
-        self,
-        fn: Callable[..., Any],
-        *args: Any,
-        tell: Callable[[str], Any] | None = None,
-        **kwargs: Any,
-    ) -> bool:
-        """Hand slow work to our pool; if it is full, tell the user instead of dropping silently."""
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+        """Hand slow work to our pool; ``False`` if it is full (nothing was started)."""
         if self.executor.submit(fn, *args, **kwargs) is not None:
             return True
         self.metrics.inc("busy_refusals")
-        if tell is not None:
-            tell(BUSY)
         return False
+
+    def run_later(self, drop: Drop, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+        """``submit``, and if the pool is full, audit the drop and tell the user to retry.
+        Called after the ack, so the notice never delays it."""
+        if self.submit(fn, *args, **kwargs):
+            return True
+        self.record_drop(drop)
+        self.tell_busy(drop)
+        return False
+
+    def record_drop(self, drop: Drop) -> None:
+        try:
+            self.engine.record_dropped(
+                actor=drop.actor,
+                what=drop.what,
+                action_id=drop.action_id,
+                request_id=drop.request_id,
+            )
+        except Exception:
+            logger.exception("could not audit a dropped %s by %s", drop.what, drop.actor.user_id)
+
+    def tell_busy(self, drop: Drop) -> None:
+        """An ephemeral where the user clicked (for a click in a modal: the card's channel)."""
+        try:
+            if drop.reply is not None:
+                drop.reply(drop.notice)
+                return
+            channel = drop.channel or self._card_channel(drop)
+            if channel is None:
+                logger.warning("no channel to tell %s the bot is busy", drop.actor.user_id)
+                return
+            self.client.chat_postEphemeral(
+                channel=channel, user=drop.actor.user_id, text=drop.notice
+            )
+        except Exception:
+            logger.exception("could not tell %s the bot is busy", drop.actor.user_id)
+
+    def _card_channel(self, drop: Drop) -> str | None:
+        if drop.action_id:
+            approval = self.engine.approval_of_action(drop.action_id)
+        else:
+            approval = self.engine.approval(drop.request_id) if drop.request_id else None
+        return approval.card_channel if approval else None
 
 
 def services_of(context: BoltContext) -> BotServices:
-    return context["approval_services"]
+    services: BotServices = context[SERVICES]
+    return services
 
 
-def actor_from(body: dict[str, Any]) -> Actor:
-    """Identity is user id + team id (+ enterprise id), never a name."""
-    user = body.get("user") or {}
-    team = user.get("team_id") or (body.get("team") or {}).get("id")
-    enterprise = (body.get("enterprise") or {}).get("id")
-    return Actor(user_id=str(user.get("id", "")), team_id=team, enterprise_id=enterprise)
+class _Inject(Middleware):
+    """Class-based: it reads nothing from the body, so Bolt builds no arguments from it."""
 
+    def __init__(self, services: BotServices) -> None:
+        self.services = services
 
-def channel_of(body: dict[str, Any]) -> str | None:
-    """The channel a click came from, whatever shape a hostile payload gives these fields."""
-    container, channel = body.get("container"), body.get("channel")
-    found = (container.get("channel_id") if isinstance(container, dict) else None) or (
-        channel.get("id") if isinstance(channel, dict) else None
-    )
-    return str(found) if found else None
-
-
-def install(app: Any, services: BotServices) -> None:
-    def inject(context: BoltContext, next: Callable[[], None]) -> None:
-        context["approval_services"] = services
+    def process(
+        self, *, req: BoltRequest, resp: BoltResponse, next: Callable[[], Any]
+    ) -> BoltResponse | None:
+        req.context[SERVICES] = self.services
         next()
+        return resp
 
-    app.use(inject)
+
+def install(app: App, services: BotServices) -> None:
+    app.use(_Inject(services))

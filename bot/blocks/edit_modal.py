@@ -162,7 +162,7 @@ def _parse_value(kind: str, raw: dict[str, Any]) -> tuple[Any, bool]:
         if not option:
             return None, False
         value = option.get("value")
-        return (value == _TRUE, True) if kind == "boolean" else (json.loads(value), True)
+        return (value == _TRUE, True) if kind == "boolean" else (_json(value), True)
     text = raw.get("value")
     if text is None or text == "":
         return None, False
@@ -177,8 +177,14 @@ def _parse_value(kind: str, raw: dict[str, Any]) -> tuple[Any, bool]:
         except ValueError:
             raise ValueError("Enter a number.") from None
     if kind == "json":
-        try:
-            return json.loads(text), True
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
+        return _json(text), True
     return text, True
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
+    except RecursionError:
+        raise ValueError("Not valid JSON here: nested too deeply.") from None

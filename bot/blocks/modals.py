@@ -123,3 +123,13 @@ def _page_button(label: str, action_id: str, page: int) -> dict[str, Any]:
         "action_id": ActionId.VIEW_ARGS_PAGE,
         "value": f"{action_id}:{page}",
     }
+
+
+def notice_modal(*, title: str, text: str) -> dict[str, Any]:
+    """A modal that only says something (our own text), e.g. pushed over a form to keep it."""
+    return {
+        "type": "modal",
+        "title": {"type": "plain_text", "text": title[:24]},
+        "close": {"type": "plain_text", "text": "OK"},
+        "blocks": [{"type": "section", "text": {"type": "plain_text", "text": text}}],
+    }

@@ -140,6 +140,16 @@ def test_forged_signature_and_stale_timestamp_get_401_and_record_nothing(serve_b
     assert h.state.messages == []
 
 
+def _checkpoints(h) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Checkpoints by thread id: every thread the agent ever ran, and how far."""
+    assert h.bot.settle(timeout=60)
+    found: dict[str, int] = {}
+    for saved in h.bot.runtime.checkpointer.list(None):
+        thread = saved.config["configurable"]["thread_id"]
+        found[thread] = found.get(thread, 0) + 1
+    return found
+
+
 def test_unknown_and_resolved_approval_ids_are_refused_without_resume(serve_bot, sqlite_url):
     h = serve_bot(sqlite_url)
     root, card = start_run(h, SEND)
@@ -148,6 +158,8 @@ def test_unknown_and_resolved_approval_ids_are_refused_without_resume(serve_bot,
     result_message(h, root)
     with h.bot.db.transaction() as s:
         runs_before = s.scalars(select(Run.id)).all()
+    threads_before = _checkpoints(h)
+    assert set(threads_before) == set(runs_before), "the run's thread, keyed by its run id"
 
     forged = approve.__class__(approve.block_id, approve.action_id, "act_" + "0" * 32, "Approve")
     h.driver.click(user=people.SECURITY, message=card, button=forged)
@@ -158,8 +170,7 @@ def test_unknown_and_resolved_approval_ids_are_refused_without_resume(serve_bot,
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
     with h.bot.db.transaction() as s:
         assert s.scalars(select(Run.id)).all() == runs_before
-    fresh = h.bot.runtime.checkpointer.get_tuple(h.bot.runtime.config("act_" + "0" * 32))
-    assert fresh is None, "no new thread was started in the checkpointer"
+    assert _checkpoints(h) == threads_before, "no thread started, none resumed again"
 
 
 def test_empty_slash_command_gets_usage_and_starts_nothing(serve_bot, sqlite_url):

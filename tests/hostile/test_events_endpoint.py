@@ -8,27 +8,13 @@ import json
 import time
 from urllib.parse import urlencode
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import func, select
 
 from bot.sandbox import people
-from store.models import ApprovalRequest, AuditEvent, Decision, Run
-from tests.bot.flows import SEND, button, result_message, start_run
+from tests.bot.flows import button, result_message
+from tests.hostile.probes import HOSTILE_SETTINGS, json_values, snapshot
 
-HOSTILE_SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30)),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=10), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 ACTION_IDS = [
     "approval.approve",
     "approval.reject",
@@ -39,25 +25,6 @@ ACTION_IDS = [
     "approval.view_args_page",
     "nope",
 ]
-
-
-def snapshot(h):  # type: ignore[no-untyped-def]
-    with h.bot.db.transaction() as s:
-        return (
-            s.scalar(select(func.count()).select_from(Run)),
-            s.scalar(select(func.count()).select_from(Decision)),
-            tuple(s.scalars(select(ApprovalRequest.status))),
-            s.scalar(
-                select(func.count()).select_from(AuditEvent).where(AuditEvent.outcome != "refused")
-            ),
-        )
-
-
-@pytest.fixture
-def paused(serve_bot, sqlite_url):  # type: ignore[no-untyped-def]
-    h = serve_bot(sqlite_url)
-    _root, card = start_run(h, SEND)
-    return h, card
 
 
 def _block_action(card, action_id, value, *, user=None, team=None, drop=()):  # type: ignore[no-untyped-def]

@@ -17,12 +17,16 @@ from bot.listeners.actions.review import on_review_all, on_review_page
 
 
 def register(app: App) -> None:
-    app.action(ActionId.APPROVE)(on_approve)
-    app.action(ActionId.APPROVE_ALL)(on_approve_all)
-    app.action(ActionId.REJECT)(on_reject)
-    app.action(ActionId.EDIT)(on_edit)
-    app.action(ActionId.RESPOND)(on_respond)
-    app.action(ActionId.VIEW_ARGS)(on_view_args)
-    app.action(ActionId.VIEW_ARGS_PAGE)(on_view_args_page)
-    app.action(ActionId.REVIEW_ALL)(on_review_all)
-    app.action(ActionId.REVIEW_PAGE)(on_review_page)
+    """Only ``block_actions`` (not legacy attachment or dialog payloads) reach these."""
+    for action_id, listener in (
+        (ActionId.APPROVE, on_approve),
+        (ActionId.APPROVE_ALL, on_approve_all),
+        (ActionId.REJECT, on_reject),
+        (ActionId.EDIT, on_edit),
+        (ActionId.RESPOND, on_respond),
+        (ActionId.VIEW_ARGS, on_view_args),
+        (ActionId.VIEW_ARGS_PAGE, on_view_args_page),
+        (ActionId.REVIEW_ALL, on_review_all),
+        (ActionId.REVIEW_PAGE, on_review_page),
+    ):
+        app.action({"type": "block_actions", "action_id": str(action_id)})(listener)

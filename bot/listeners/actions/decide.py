@@ -13,37 +13,44 @@ from bot.blocks.notices import stale_notice
 from bot.errors import refusal_text
 from bot.ids import parse_choice
 from bot.listeners.actions.review import refresh_review
-from bot.services import BotServices, actor_from, channel_of, services_of
+from bot.listeners.payloads import Click, payload_of
+from bot.services import BotServices, services_of
 
 
-def on_approve(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
-) -> None:
+def on_approve(ack: Ack, context: BoltContext) -> None:
+    click = payload_of(context, Click)
     ack()
     services = services_of(context)
     services.metrics.inc("clicks")
-    action_id, seen = parse_choice(action.get("value"))
-    services.run_later(decide_and_refresh, services, action_id, seen, actor_from(body), body)
-
-
-def on_approve_all(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
-) -> None:
-    ack()
-    services = services_of(context)
-    services.metrics.inc("clicks")
-    request_id, digest = parse_choice(action.get("value"))
+    action_id, seen = parse_choice(click.action.value)
     services.run_later(
-        approve_all, services, request_id, digest, actor_from(body), channel_of(body)
+        click.drop(action_id=action_id), decide_and_refresh, services, action_id, seen, click
+    )
+
+
+def on_approve_all(ack: Ack, context: BoltContext) -> None:
+    click = payload_of(context, Click)
+    ack()
+    services = services_of(context)
+    services.metrics.inc("clicks")
+    request_id, digest = parse_choice(click.action.value)
+    services.run_later(
+        click.drop(request_id=request_id),
+        approve_all,
+        services,
+        request_id,
+        digest,
+        click.actor,
+        click.channel_id,
     )
 
 
 def decide_and_refresh(
-    services: BotServices, action_id: str, seen: str | None, actor: Actor, body: dict[str, Any]
+    services: BotServices, action_id: str, seen: str | None, click: Click
 ) -> None:
     """An Approve from the card or from the review modal; the modal is redrawn afterwards."""
-    decide(services, action_id, seen, actor, channel_of(body))
-    refresh_review(services, body)
+    decide(services, action_id, seen, click.actor, click.channel_id)
+    refresh_review(services, click)
 
 
 def decide(
@@ -85,38 +92,49 @@ def approve_all(
     services: BotServices, request_id: str, digest: str | None, actor: Actor, channel: str | None
 ) -> None:
     """Approve the actions the card showed, at the versions it showed, if the reviewer may;
-    a card that changed since is refused whole. Refused attempts are audited by the engine."""
+    a card that changed since is refused whole. Each refused attempt is audited: as a whole
+    here, action by action by the engine."""
     approval = services.engine.approval(request_id)
+    approvable = approval.approvable if approval is not None else ()
+    unseen = {a.id for a in approvable} - shown_on_card(approval) if approval else set()
+    refusal: Refusal | None = None
     if approval is None:
-        tell(services, channel, actor.user_id, text="I can't find that approval.")
+        refusal = Refusal.UNKNOWN_APPROVAL
+    elif unseen or digest != versions_digest(approvable):
+        refusal = Refusal.STALE_VERSION
+    if refusal is not None:
+        _refuse_all(services, request_id, actor, refusal)
+        tell(services, channel, actor.user_id, text=refusal_text(refusal))
         return
-    approvable = approval.approvable
-    unseen = {a.id for a in approvable} - shown_on_card(approval)
-    if unseen or digest != versions_digest(approvable):
-        services.engine.record_refusal(
-            request_id=request_id,
-            actor=actor,
-            refusal=Refusal.STALE_VERSION,
-            decision="approve_all",
-        )
-        tell(services, channel, actor.user_id, text=refusal_text(Refusal.STALE_VERSION))
-        return
-    approved, skipped = 0, 0
+    approved, refusals = 0, list[Refusal]()
     for action in approvable:
         result = services.engine.decide(
             action_id=action.id, actor=actor, decision="approve", seen_hash=action.action_hash
         )
-        approved += result.refusal is None
-        skipped += result.refusal is not None
+        if result.refusal is None:
+            approved += 1
+        else:
+            refusals.append(result.refusal)
     services.metrics.inc("decisions_recorded", approved)
-    if skipped or not approved:
+    if not approved:
+        _refuse_all(
+            services, request_id, actor, refusals[0] if refusals else Refusal.ALREADY_DECIDED
+        )
+    if refusals or not approved:
         tell(
             services,
             channel,
             actor.user_id,
-            text=f"You approved {approved} action(s); {skipped} need another reviewer or were "
-            "already decided.",
+            text=f"You approved {approved} action(s); {len(refusals)} need another reviewer or "
+            "were already decided.",
         )
+
+
+def _refuse_all(services: BotServices, request_id: str, actor: Actor, refusal: Refusal) -> None:
+    services.metrics.inc("decisions_refused")
+    services.engine.record_refusal(
+        request_id=request_id, actor=actor, refusal=refusal, decision="approve_all"
+    )
 
 
 def tell(

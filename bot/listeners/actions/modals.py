@@ -18,7 +18,8 @@ from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
 from bot.errors import user_message
 from bot.ids import choice_value, parse_choice
 from bot.listeners.actions.decide import decide, tell
-from bot.services import BotServices, actor_from, channel_of, services_of
+from bot.listeners.payloads import Click, payload_of
+from bot.services import BotServices, services_of
 
 
 def _target(services: BotServices, action_id: str) -> tuple[ApprovalView | None, ActionView | None]:
@@ -27,18 +28,13 @@ def _target(services: BotServices, action_id: str) -> tuple[ApprovalView | None,
     return approval, action
 
 
-def _open_for_decision(
-    body: dict[str, Any],
-    action: dict[str, Any],
-    context: BoltContext,
-    client: WebClient,
-    *,
-    decision: str,
-) -> None:
+def _open_for_decision(ack: Ack, context: BoltContext, client: WebClient, *, decision: str) -> None:
+    click = payload_of(context, Click)
+    ack()
     services = services_of(context)
     services.metrics.inc("clicks")
-    action_id, seen = parse_choice(action.get("value"))
-    actor, channel = actor_from(body), channel_of(body)
+    action_id, seen = parse_choice(click.action.value)
+    actor, channel = click.actor, click.channel_id
     refusal: Refusal | None = services.engine.check(
         action_id=action_id, actor=actor, decision=decision, seen_hash=seen
     )
@@ -46,7 +42,16 @@ def _open_for_decision(
     form = services.engine.edit_form(action_id) if decision == "edit" and target else None
     if refusal is not None or target is None or (decision == "edit" and form is None):
         # The engine records the refused attempt and explains it (what changed, if stale).
-        services.run_later(decide, services, action_id, seen, actor, channel, decision=decision)
+        services.run_later(
+            click.drop(action_id=action_id),
+            decide,
+            services,
+            action_id,
+            seen,
+            actor,
+            channel,
+            decision=decision,
+        )
         return
     assert seen is not None  # ``check`` refused a click without a version
     choice = choice_value(action_id, seen)  # the version clicked, not the one read since
@@ -62,33 +67,32 @@ def _open_for_decision(
             action_id=choice, tool_name=target.tool_name, schema=schema, current=current
         )
     try:
-        if body.get("view"):  # from inside the review modal: stack on top of it
-            client.views_push(trigger_id=body.get("trigger_id", ""), view=view)
-        else:
-            client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
+        _show(client, click, view)
     except Exception as exc:
-        services.run_later(tell, services, channel, actor.user_id, text=user_message(exc))
+        text = user_message(exc)
+        services.run_later(
+            click.drop(action_id=action_id), tell, services, channel, actor.user_id, text=text
+        )
 
 
-def on_reject(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
-    ack()
-    _open_for_decision(body, action, context, client, decision="reject")
+def _show(client: WebClient, click: Click, view: dict[str, Any]) -> None:
+    """From inside the review modal, stack on top of it; else open a new modal."""
+    if click.view is not None:
+        client.views_push(trigger_id=click.trigger_id, view=view)
+    else:
+        client.views_open(trigger_id=click.trigger_id, view=view)
 
 
-def on_edit(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
-    ack()
-    _open_for_decision(body, action, context, client, decision="edit")
+def on_reject(ack: Ack, context: BoltContext, client: WebClient) -> None:
+    _open_for_decision(ack, context, client, decision="reject")
 
 
-def on_respond(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
-    ack()
-    _open_for_decision(body, action, context, client, decision="respond")
+def on_edit(ack: Ack, context: BoltContext, client: WebClient) -> None:
+    _open_for_decision(ack, context, client, decision="edit")
+
+
+def on_respond(ack: Ack, context: BoltContext, client: WebClient) -> None:
+    _open_for_decision(ack, context, client, decision="respond")
 
 
 def _pages(target: ActionView) -> list[list[dict[str, Any]]]:
@@ -97,36 +101,36 @@ def _pages(target: ActionView) -> list[list[dict[str, Any]]]:
     return full_argument_pages(tool_name=target.tool_name, args=args, preview=preview)
 
 
-def on_view_args(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
+def on_view_args(ack: Ack, context: BoltContext, client: WebClient) -> None:
     """Anyone who sees the card may read the whole of it; nothing is decided here."""
+    click = payload_of(context, Click)
     ack()
     services = services_of(context)
-    approval, target = _target(services, str(action.get("value", "")))
-    actor = actor_from(body)
+    approval, target = _target(services, click.action.value)
     if (
         target is None
         or approval is None
-        or (approval.run.channel_id and channel_of(body) not in (None, approval.run.channel_id))
+        or (approval.run.channel_id and click.channel_id not in (None, approval.run.channel_id))
     ):
-        services.run_later(tell, services, channel_of(body), actor.user_id, text="Nothing to show.")
+        services.run_later(
+            click.drop(),
+            tell,
+            services,
+            click.channel_id,
+            click.actor.user_id,
+            text="Nothing to show.",
+        )
         return
-    view = arguments_modal(action_id=target.id, pages=_pages(target), page=0)
-    if body.get("view"):  # from the review modal: stack on top of it
-        client.views_push(trigger_id=body.get("trigger_id", ""), view=view)
-    else:
-        client.views_open(trigger_id=body.get("trigger_id", ""), view=view)
+    _show(client, click, arguments_modal(action_id=target.id, pages=_pages(target), page=0))
 
 
-def on_view_args_page(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
+def on_view_args_page(ack: Ack, context: BoltContext, client: WebClient) -> None:
+    click = payload_of(context, Click)
     ack()
     services = services_of(context)
-    action_id, _, page = str(action.get("value", "")).partition(":")
+    action_id, _, page = click.action.value.partition(":")
     _approval, target = _target(services, action_id)
-    view_id = (body.get("view") or {}).get("id")
+    view_id = click.view.id if click.view else None
     if target is None or not view_id or not (page.isascii() and page.isdigit()):
         return
     view = arguments_modal(action_id=target.id, pages=_pages(target), page=int(page))

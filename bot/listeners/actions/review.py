@@ -6,14 +6,14 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 from slack_bolt import Ack, BoltContext
 from slack_sdk import WebClient
 
 from bot.blocks.review_modal import review_modal
 from bot.ids import CallbackId
-from bot.services import BotServices, actor_from, channel_of, services_of
+from bot.listeners.payloads import Click, payload_of
+from bot.services import BotServices, services_of
 
 logger = logging.getLogger(__name__)
 
@@ -46,36 +46,34 @@ class _OpenViews:
 _open_views = _OpenViews()
 
 
-def _in_channel(services: BotServices, approval_id: str, body: dict[str, Any]) -> bool:
+def _in_channel(services: BotServices, approval_id: str, click: Click) -> bool:
     """Anyone who sees the card may read it; a click from elsewhere sees nothing."""
     approval = services.engine.approval(approval_id)
     if approval is None:
         return False
-    return channel_of(body) in (None, approval.run.channel_id)
+    return click.channel_id in (None, approval.run.channel_id)
 
 
-def on_review_all(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
+def on_review_all(ack: Ack, context: BoltContext, client: WebClient) -> None:
+    click = payload_of(context, Click)
     ack()
     services = services_of(context)
-    approval_id = str(action.get("value", ""))[:64]
+    approval_id = click.action.value[:64]
     approval = services.engine.approval(approval_id)
-    if approval is None or not _in_channel(services, approval_id, body):
+    if approval is None or not _in_channel(services, approval_id, click):
         return
-    client.views_open(trigger_id=body.get("trigger_id", ""), view=review_modal(approval, page=0))
+    client.views_open(trigger_id=click.trigger_id, view=review_modal(approval, page=0))
 
 
-def on_review_page(
-    ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext, client: WebClient
-) -> None:
+def on_review_page(ack: Ack, context: BoltContext, client: WebClient) -> None:
+    click = payload_of(context, Click)
     ack()
     services = services_of(context)
-    approval_id, _, page = str(action.get("value", "")).partition(":")
-    view_id = (body.get("view") or {}).get("id")
+    approval_id, _, page = click.action.value.partition(":")
+    view_id = click.view.id if click.view else None
     if not view_id or not (page.isascii() and page.isdigit()):
         return
-    entry = _open_views(str(view_id))
+    entry = _open_views(view_id)
     with entry.lock:
         approval = services.engine.approval(approval_id[:64])
         if approval is None:
@@ -84,24 +82,22 @@ def on_review_page(
         client.views_update(view_id=view_id, view=review_modal(approval, page=entry.page))
 
 
-def refresh_review(services: BotServices, body: dict[str, Any]) -> None:
+def refresh_review(services: BotServices, click: Click) -> None:
     """After a decision taken inside the review modal, redraw its page with the new state."""
-    view = body.get("view") or {}
-    if view.get("callback_id") != CallbackId.REVIEW_MODAL or not view.get("id"):
+    view = click.view
+    if view is None or view.callback_id != CallbackId.REVIEW_MODAL or not view.id:
         return
-    approval_id, _, page = str(view.get("private_metadata", "")).partition(":")
-    entry = _open_views(str(view["id"]))
+    approval_id, _, page = view.private_metadata.partition(":")
+    entry = _open_views(view.id)
     with entry.lock:
         number = entry.page if entry.page is not None else _page(page)
         approval = services.engine.approval(approval_id[:64])  # read inside the turn
         if approval is None:
             return
         try:
-            services.client.views_update(
-                view_id=view["id"], view=review_modal(approval, page=number)
-            )
+            services.client.views_update(view_id=view.id, view=review_modal(approval, page=number))
         except Exception:
-            logger.exception("could not redraw the review modal for %s", actor_from(body).user_id)
+            logger.exception("could not redraw the review modal for %s", click.actor.user_id)
 
 
 def _page(text: str) -> int:

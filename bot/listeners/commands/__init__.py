@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from slack_bolt import Ack, App, BoltContext, Respond
 
 from agent_runtime.authorization import Actor
 from bot.blocks.messages import run_root_message
-from bot.errors import user_message
+from bot.errors import BUSY, user_message
 from bot.ids import SLASH_COMMAND
-from bot.services import BotServices, services_of
+from bot.listeners.payloads import Command, payload_of
+from bot.services import BotServices, Drop, services_of
 from bot.slack_notifier import NO_UNFURL
 
 USAGE = (
@@ -23,24 +22,18 @@ def register(app: App) -> None:
     app.command(SLASH_COMMAND)(on_agent_command)
 
 
-def on_agent_command(
-    ack: Ack, command: dict[str, Any], context: BoltContext, respond: Respond
-) -> None:
-    text = str(command.get("text") or "").strip()
+def on_agent_command(ack: Ack, context: BoltContext, respond: Respond) -> None:
+    command = payload_of(context, Command)
+    text = command.text.strip()
     if not text:
         ack(text=USAGE)
         return
     ack()
     services = services_of(context)
-    actor = Actor(
-        user_id=str(command.get("user_id", "")),
-        team_id=command.get("team_id"),
-        enterprise_id=command.get("enterprise_id"),
-    )
+    actor = command.actor
     services.metrics.inc("slash_commands")
-    services.run_later(
-        start_run, services, actor, str(command.get("channel_id", "")), text, respond, tell=respond
-    )
+    drop = Drop(actor=actor, what=SLASH_COMMAND, reply=respond, notice=BUSY)
+    services.run_later(drop, start_run, services, actor, command.channel_id, text, respond)
 
 
 def start_run(

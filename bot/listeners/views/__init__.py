@@ -1,16 +1,23 @@
-"""Modal submissions: reject reason, answer, edited arguments. Each is authorized again."""
+"""Modal submissions: reject reason, answer, edited arguments. Each is authorized again.
+
+The work is handed to our pool before the ack, so a full pool can still answer on the form
+itself: the modal stays open with what the user entered, and the drop is audited.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 
 from bot.blocks.edit_modal import field_block_id, parse_edit
-from bot.blocks.modals import reject_reason, respond_answer
+from bot.blocks.modals import notice_modal, reject_reason, respond_answer
+from bot.errors import BUSY_SUBMISSION
 from bot.ids import BlockId, CallbackId, parse_choice
 from bot.listeners.actions.decide import decide
-from bot.services import actor_from, services_of
+from bot.listeners.payloads import Submission, SubmittedView, payload_of
+from bot.services import BotServices, Drop, services_of
 
 
 def register(app: App) -> None:
@@ -19,91 +26,91 @@ def register(app: App) -> None:
     app.view(CallbackId.EDIT_MODAL)(on_edit_submitted)
 
 
+def busy_response(view: SubmittedView) -> dict[str, Any]:
+    """An error on the form's first input (Slack shows errors on inputs only); a form without
+    one gets a notice pushed on top of it, which leaves it as it was underneath."""
+    inputs = view.input_blocks()
+    if inputs:
+        return {"response_action": "errors", "errors": {inputs[0]: BUSY_SUBMISSION}}
+    return {
+        "response_action": "push",
+        "view": notice_modal(title="Try again", text=BUSY_SUBMISSION),
+    }
+
+
+def _hand_off(
+    ack: Ack, services: BotServices, submission: Submission, *, decision: str, **details: Any
+) -> None:
+    """Decide in our pool, or, if it is full, keep the modal open and audit the drop."""
+    action_id, seen = parse_choice(submission.view.private_metadata)
+    actor = submission.actor
+    if services.submit(
+        decide, services, action_id, seen, actor, None, decision=decision, **details
+    ):
+        ack()
+        return
+    ack(**busy_response(submission.view))
+    services.record_drop(Drop(actor=actor, what=submission.view.callback_id, action_id=action_id))
+
+
 def _submit_text(
     ack: Ack,
-    body: dict[str, Any],
-    view: dict[str, Any],
     context: BoltContext,
     *,
     decision: str,
-    text: str,
+    text_of: Callable[[dict[str, Any]], str],
     block_id: str,
     missing: str,
 ) -> None:
     """A required text (reason, answer): errors inline when empty, else decided in the pool."""
+    submission = payload_of(context, Submission)
+    text = text_of(submission.view.as_dict())
     if not text:
         ack(response_action="errors", errors={block_id: missing})
         return
-    ack()
-    services = services_of(context)
-    action_id, seen = parse_choice(view.get("private_metadata"))
-    services.run_later(
-        decide, services, action_id, seen, actor_from(body), None, decision=decision, message=text
-    )
+    _hand_off(ack, services_of(context), submission, decision=decision, message=text)
 
 
-def on_reject_submitted(
-    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
-) -> None:
+def on_reject_submitted(ack: Ack, context: BoltContext) -> None:
     _submit_text(
         ack,
-        body,
-        view,
         context,
         decision="reject",
-        text=reject_reason(view),
+        text_of=reject_reason,
         block_id=BlockId.REJECT_REASON,
         missing="Please give a reason.",
     )
 
 
-def on_respond_submitted(
-    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
-) -> None:
+def on_respond_submitted(ack: Ack, context: BoltContext) -> None:
     _submit_text(
         ack,
-        body,
-        view,
         context,
         decision="respond",
-        text=respond_answer(view),
+        text_of=respond_answer,
         block_id=BlockId.RESPOND_ANSWER,
         missing="Please write an answer.",
     )
 
 
-def on_edit_submitted(
-    ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
-) -> None:
+def on_edit_submitted(ack: Ack, context: BoltContext) -> None:
     """Validate with the tool's own schema now, so errors show on the right field; nothing
     reaches the checkpointer until the arguments are valid."""
+    submission = payload_of(context, Submission)
     services = services_of(context)
-    action_id, seen = parse_choice(view.get("private_metadata"))
+    action_id, _seen = parse_choice(submission.view.private_metadata)
     form = services.engine.edit_form(action_id)
-    if form is None:
-        ack()
-        services.run_later(
-            decide, services, action_id, seen, actor_from(body), None, decision="edit"
-        )
+    if form is None:  # refused in the pool, where the engine audits and explains it
+        _hand_off(ack, services, submission, decision="edit")
         return
     schema, current = form
-    args, errors = parse_edit(view, schema=schema, current=current)
+    args, errors = parse_edit(submission.view.as_dict(), schema=schema, current=current)
     if not errors:
-        fields = [b.get("block_id") for b in view.get("blocks", []) if b.get("type") == "input"]
+        fields = submission.view.input_blocks()
         for name, message in services.engine.edit_errors(action_id, args).items():
             block = field_block_id(name)
             errors[block if block in fields else (fields[0] if fields else block)] = message
     if errors:
         ack(response_action="errors", errors=errors)
         return
-    ack()
-    services.run_later(
-        decide,
-        services,
-        action_id,
-        seen,
-        actor_from(body),
-        None,
-        decision="edit",
-        edited_args=args,
-    )
+    _hand_off(ack, services, submission, decision="edit", edited_args=args)

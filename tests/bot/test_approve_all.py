@@ -1,0 +1,54 @@
+"""Every refused "Approve all" is audited as one attempt, whatever refused it."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from agent_runtime.authorization import Refusal
+from bot.errors import REFUSALS
+from bot.ids import ActionId, choice_value
+from bot.sandbox import people
+from bot.sandbox.driver import Button
+from store.models import AuditEvent, Decision
+from tests.bot.flows import DELETE, SEND, button, ephemeral_for, start_run
+from tests.conftest import Harness
+
+APPROVE_ALL = "Approve all I may approve"
+
+
+def refused_approve_all(h: Harness) -> list[tuple[str | None, str | None, str | None]]:
+    assert h.bot.settle(timeout=60)
+    with h.bot.db.transaction() as s:
+        events = s.scalars(select(AuditEvent).where(AuditEvent.kind == "decision_refused")).all()
+        return [
+            (e.actor_id, e.request_id, e.reason)
+            for e in events
+            if e.detail.get("decision") == "approve_all"
+        ]
+
+
+def test_approve_all_of_an_unknown_approval_is_audited(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, f"{SEND}\n{DELETE}")
+    real = button(card, APPROVE_ALL)
+    forged = Button(real.block_id, ActionId.APPROVE_ALL, choice_value("apr_missing", "0" * 32), "x")
+
+    h.driver.click(user=people.SECURITY, message=card, button=forged)
+
+    assert refused_approve_all(h) == [(people.SECURITY, None, Refusal.UNKNOWN_APPROVAL.value)]
+    assert ephemeral_for(h, people.SECURITY) == REFUSALS[Refusal.UNKNOWN_APPROVAL]
+
+
+def test_approve_all_by_someone_who_may_approve_nothing_is_audited_as_one_attempt(
+    serve_bot, sqlite_url
+):
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, f"{SEND}\n{DELETE}")
+    request_id = button(card, APPROVE_ALL).value.split(":")[0]
+
+    h.driver.click(user=people.OUTSIDER, message=card, button=button(card, APPROVE_ALL))
+
+    assert ephemeral_for(h, people.OUTSIDER).startswith("You approved 0 action(s); 2 need")
+    assert refused_approve_all(h) == [(people.OUTSIDER, request_id, Refusal.NOT_AN_APPROVER.value)]
+    with h.bot.db.transaction() as s:
+        assert s.scalars(select(Decision)).all() == []

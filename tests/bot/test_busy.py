@@ -1,0 +1,177 @@
+"""A full worker pool drops nothing silently: clicks get an ephemeral, submissions an error on
+the form (which stays open), commands a reply; each drop is audited, and a retry works."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from urllib.parse import urlencode
+
+import pytest
+from sqlalchemy import select
+
+from bot.errors import BUSY, BUSY_CLICK, BUSY_SUBMISSION
+from bot.ids import ActionId, CallbackId
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
+from store.models import AuditEvent, Decision
+from tests.bot.flows import SEND, button, open_modal, result_message, start_run
+from tests.conftest import Harness
+
+TIMEOUT = 60
+
+
+@pytest.fixture
+def busy(serve_bot, sqlite_url) -> Iterator[tuple[Harness, threading.Event]]:  # type: ignore[no-untyped-def]
+    """One worker and one queue slot, both taken by tasks that wait for ``release``."""
+    h = serve_bot(sqlite_url, worker_threads=1, worker_queue=1)
+    release = threading.Event()
+    yield h, release
+    release.set()
+
+
+def fill(h: Harness, release: threading.Event) -> None:
+    assert h.bot.settle(timeout=TIMEOUT)
+    for _ in range(2):
+        assert h.bot.services.executor.submit(release.wait, TIMEOUT) is not None
+    assert h.bot.services.executor.submit(release.wait, TIMEOUT) is None, "the pool is full"
+
+
+def free(h: Harness, release: threading.Event) -> None:
+    release.set()
+    assert h.bot.settle(timeout=TIMEOUT)
+
+
+def drops(h: Harness) -> list[AuditEvent]:
+    assert h.bot.listeners.wait_idle(timeout=TIMEOUT), "listeners still at work"
+    with h.bot.db.transaction() as s:
+        found = s.scalars(select(AuditEvent).where(AuditEvent.kind == "request_dropped")).all()
+        s.expunge_all()
+        return list(found)
+
+
+def decisions(h: Harness) -> int:
+    with h.bot.db.transaction() as s:
+        return len(s.scalars(select(Decision)).all())
+
+
+def test_a_dropped_click_is_told_at_once_audited_and_can_be_retried(busy, monkeypatch):
+    h, release = busy
+    root, card = start_run(h, SEND)
+    approve = button(card, "Approve")
+    fill(h, release)
+
+    engine = h.bot.services.engine
+    audit_gate, record_dropped = threading.Event(), engine.record_dropped
+    monkeypatch.setattr(
+        engine,
+        "record_dropped",
+        lambda **kw: audit_gate.wait(TIMEOUT) and record_dropped(**kw),
+    )
+    reply = h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
+    assert reply.status == 200, "acked while the drop is still being recorded"
+    audit_gate.set()
+
+    note = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))
+    assert [(n.channel, n.text) for n in note] == [(card.channel, BUSY_CLICK)]
+    [dropped] = drops(h)
+    assert (dropped.actor_id, dropped.outcome, dropped.reason) == (
+        people.RELEASE_MANAGER,
+        "refused",
+        "busy",
+    )
+    assert dropped.action_id == approve.value.split(":")[0]
+    assert dropped.request_id is not None
+    assert dropped.detail == {"dropped": ActionId.APPROVE}
+    assert decisions(h) == 0 and h.workspace.effects() == []
+
+    free(h, release)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
+    result_message(h, root)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+@pytest.mark.parametrize(
+    ("label", "callback", "values", "first_input"),
+    [
+        (
+            "Reject",
+            CallbackId.REJECT_MODAL,
+            {"reject_reason": {"reason": "Not now"}},
+            "reject_reason",
+        ),
+        ("Edit", CallbackId.EDIT_MODAL, {"arg:text": {"value": "Edited"}}, "arg:recipient"),
+    ],
+)
+def test_a_dropped_submission_keeps_the_modal_open_is_audited_and_can_be_resent(
+    busy, label, callback, values, first_input
+):
+    h, release = busy
+    root, card = start_run(h, SEND)
+    fill(h, release)
+    modal = open_modal(h, people.RELEASE_MANAGER, card, label)  # opening needs no worker
+
+    reply = h.driver.submit_view(user=people.RELEASE_MANAGER, view_id=modal.id, values=values)
+    assert reply.status == 200
+    assert reply.json() == {"response_action": "errors", "errors": {first_input: BUSY_SUBMISSION}}
+    assert h.state.views[modal.id].open, "the modal stays open with what was entered"
+    [dropped] = drops(h)
+    assert (dropped.actor_id, dropped.reason, dropped.detail) == (
+        people.RELEASE_MANAGER,
+        "busy",
+        {"dropped": callback},
+    )
+    assert dropped.action_id == button(card, label).value.split(":")[0]
+    assert decisions(h) == 0
+
+    free(h, release)
+    again = h.driver.submit_view(user=people.RELEASE_MANAGER, view_id=modal.id, values=values)
+    assert (again.status, again.body) == (200, "")
+    result = result_message(h, root)
+    if label == "Reject":
+        assert "Not now" in result.text and h.workspace.effects() == []
+    else:
+        assert [e["text"] for e in h.workspace.effects()] == ["Edited"]
+
+
+def test_a_dropped_submission_of_a_form_without_inputs_gets_a_notice_on_top(busy):
+    """Slack shows errors on inputs only: a form with none keeps its place under a notice."""
+    h, release = busy
+    _root, card = start_run(h, SEND)
+    fill(h, release)
+    payload = {
+        "type": "view_submission",
+        "user": {"id": people.RELEASE_MANAGER, "team_id": "T0SANDBOX"},
+        "team": {"id": "T0SANDBOX"},
+        "view": {
+            "id": "V0NOINPUTS",
+            "type": "modal",
+            "callback_id": CallbackId.EDIT_MODAL,
+            "private_metadata": button(card, "Edit").value,
+            "blocks": [{"type": "section", "block_id": "tool"}],
+            "state": {"values": {}},
+        },
+    }
+    reply = h.driver.post(urlencode({"payload": json.dumps(payload)}))
+    answer = reply.json()
+    assert answer["response_action"] == "push"
+    assert BUSY_SUBMISSION in json.dumps(answer["view"])
+    assert [d.detail for d in drops(h)] == [{"dropped": CallbackId.EDIT_MODAL}]
+    assert decisions(h) == 0
+
+
+def test_a_dropped_slash_command_is_answered_and_audited(busy):
+    h, release = busy
+    fill(h, release)
+    reply = h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+    assert reply.status == 200
+    told = h.state.wait_for(lambda: list(h.state.responses))
+    assert [r.get("text") for r in told] == [BUSY]
+    [dropped] = drops(h)
+    assert (dropped.actor_id, dropped.detail) == (people.REQUESTER, {"dropped": "/agent"})
+    assert h.state.top_level(people.CHANNEL) == []
+
+    free(h, release)
+    _root, card = start_run(h, SEND)
+    assert buttons(card)
