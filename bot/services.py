@@ -13,6 +13,7 @@ from slack_sdk import WebClient
 
 from agent_runtime.authorization import Actor
 from agent_runtime.engine import ApprovalEngine
+from agent_runtime.notifier import MessageRef
 from bot.directory import UsergroupDirectory
 from bot.errors import BUSY
 from bot.executor import BoundedExecutor
@@ -80,6 +81,18 @@ def channel_of(body: dict[str, Any]) -> str | None:
         channel.get("id") if isinstance(channel, dict) else None
     )
     return str(found) if found else None
+
+
+def card_of(body: dict[str, Any]) -> MessageRef | None:
+    """The message a button was clicked on (Slack signs it with the payload), or None for
+    clicks from a modal, an ephemeral or a payload of another shape."""
+    container = body.get("container")
+    if not isinstance(container, dict) or container.get("type") != "message":
+        return None
+    channel, ts = container.get("channel_id"), container.get("message_ts")
+    if container.get("is_ephemeral") or not isinstance(channel, str) or not isinstance(ts, str):
+        return None
+    return MessageRef(channel=channel, ts=ts) if channel and ts else None
 
 
 def install(app: Any, services: BotServices) -> None:

@@ -7,13 +7,14 @@ from typing import Any
 from slack_bolt import Ack, BoltContext
 
 from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.notifier import MessageRef
 from agent_runtime.views import versions_digest
 from bot.blocks.approval_card import shown_on_card
 from bot.blocks.notices import stale_notice
 from bot.errors import refusal_text
 from bot.ids import parse_choice
 from bot.listeners.actions.review import refresh_review
-from bot.services import BotServices, actor_from, channel_of, services_of
+from bot.services import BotServices, actor_from, card_of, channel_of, services_of
 
 
 def on_approve(
@@ -34,7 +35,13 @@ def on_approve_all(
     services.metrics.inc("clicks")
     request_id, digest = parse_choice(action.get("value"))
     services.run_later(
-        approve_all, services, request_id, digest, actor_from(body), channel_of(body)
+        approve_all,
+        services,
+        request_id,
+        digest,
+        actor_from(body),
+        channel_of(body),
+        card=card_of(body),
     )
 
 
@@ -42,7 +49,7 @@ def decide_and_refresh(
     services: BotServices, action_id: str, seen: str | None, actor: Actor, body: dict[str, Any]
 ) -> None:
     """An Approve from the card or from the review modal; the modal is redrawn afterwards."""
-    decide(services, action_id, seen, actor, channel_of(body))
+    decide(services, action_id, seen, actor, channel_of(body), card=card_of(body))
     refresh_review(services, body)
 
 
@@ -56,9 +63,11 @@ def decide(
     decision: str = "approve",
     message: str | None = None,
     edited_args: dict[str, Any] | None = None,
+    card: MessageRef | None = None,
 ) -> None:
     """Record the decision on the version the reviewer saw (the engine resumes if it was the
-    last one needed), or explain the refusal, showing what changed if the card moved on."""
+    last one needed), or explain the refusal, showing what changed if the card moved on.
+    ``card``: the message clicked, which the engine adopts if it has no card reference yet."""
     result = services.engine.decide(
         action_id=action_id[:64],
         actor=actor,
@@ -66,6 +75,7 @@ def decide(
         seen_hash=seen,
         message=message,
         edited_args=edited_args,
+        card=card,
     )
     if result.refusal is None:
         services.metrics.inc("decisions_recorded")
@@ -82,7 +92,13 @@ def decide(
 
 
 def approve_all(
-    services: BotServices, request_id: str, digest: str | None, actor: Actor, channel: str | None
+    services: BotServices,
+    request_id: str,
+    digest: str | None,
+    actor: Actor,
+    channel: str | None,
+    *,
+    card: MessageRef | None = None,
 ) -> None:
     """Approve the actions the card showed, at the versions it showed, if the reviewer may;
     a card that changed since is refused whole. Refused attempts are audited by the engine."""
@@ -104,7 +120,11 @@ def approve_all(
     approved, skipped = 0, 0
     for action in approvable:
         result = services.engine.decide(
-            action_id=action.id, actor=actor, decision="approve", seen_hash=action.action_hash
+            action_id=action.id,
+            actor=actor,
+            decision="approve",
+            seen_hash=action.action_hash,
+            card=card,
         )
         approved += result.refusal is None
         skipped += result.refusal is not None
