@@ -7,6 +7,7 @@ completes an approval, and only that caller resumes it (see ``resume``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
 from agent_runtime.constraints import violations
 from agent_runtime.errors import MembershipUnconfirmed
+from agent_runtime.notifier import MessageRef
 from agent_runtime.schemas import InvalidArguments
 from agent_runtime.views import ApprovalView, approval_view
 from agent_runtime.wire import action_hash
@@ -43,6 +45,8 @@ class Attempt:
     metadata carry it. A decision on any other version is refused."""
     message: str | None = None
     edited_args: dict[str, Any] | None = None
+    card: MessageRef | None = None
+    """The message clicked, when the decision came from a button on the card."""
 
 
 def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
@@ -68,12 +72,45 @@ def check(
     engine: ApprovalEngine, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
 ) -> Refusal | None:
     """A read-only pre-check, e.g. before opening a modal; ``record`` checks again."""
+    members = _memberships(engine, action_id, actor=actor)
     with engine.db.transaction() as s:
         action = ApprovalRepository(s).get_action(action_id)
         if action is None:
             return Refusal.UNKNOWN_APPROVAL
         attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
-        return _refusal(engine, action.request, action, attempt, final=False)
+        return _refusal(engine, action.request, action, attempt, members=members, final=False)
+
+
+class _KnownMembers:
+    """User group members asked of Slack before a transaction opens, never inside one (a slow
+    answer would hold the request's row lock, or SQLite's write lock, all the while). A failed
+    look-up is raised when, and only if, the check consults that group: it fails closed."""
+
+    def __init__(self, groups: list[str], lookup: Callable[[str], frozenset[str]]) -> None:
+        self._found: dict[str, frozenset[str] | MembershipUnconfirmed] = {}
+        for group in groups:
+            try:
+                self._found[group] = lookup(group)
+            except MembershipUnconfirmed as exc:
+                self._found[group] = exc
+
+    def __call__(self, group: str) -> frozenset[str]:
+        found = self._found.get(group)
+        if isinstance(found, MembershipUnconfirmed):
+            raise found
+        if found is None:
+            raise MembershipUnconfirmed(f"user group {group} was not looked up before deciding")
+        return found
+
+
+def _memberships(engine: ApprovalEngine, action_id: str, *, actor: Actor) -> _KnownMembers:
+    policy = engine.policy
+    if not any(spec.usergroups for spec in policy.roles.values()):
+        return _KnownMembers([], engine.usergroup_members)
+    with engine.db.transaction() as s:
+        action = ApprovalRepository(s).get_action(action_id)
+        roles = list(action.approver_roles) if action is not None else []
+    return _KnownMembers(policy.groups_to_check(actor.user_id, roles), engine.usergroup_members)
 
 
 def edit_errors(engine: ApprovalEngine, action: Action, edited: dict[str, Any]) -> dict[str, str]:
@@ -97,6 +134,7 @@ def _refusal(
     action: Action,
     attempt: Attempt,
     *,
+    members: Callable[[str], frozenset[str]],
     final: bool = True,
 ) -> Refusal | None:
     try:
@@ -106,7 +144,7 @@ def _refusal(
             attempt.actor,
             attempt.decision,
             now=engine.clock(),
-            usergroup_members=engine.usergroup_members,
+            usergroup_members=members,
         )
     except MembershipUnconfirmed:
         return Refusal.MEMBERSHIP_UNCONFIRMED  # fail closed, and say why
@@ -132,13 +170,16 @@ def _refusal(
 
 def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> DecisionResult:
     """Authorize and record one decision; claim the request if it was the last one needed."""
+    members = _memberships(engine, action_id, actor=attempt.actor)
     with engine.db.transaction() as s:
         repos = ApprovalRepository(s)
         found = repos.get_action(action_id)
         request = repos.get(found.request_id, for_update=True) if found else None
+        if request is not None and attempt.card is not None:
+            _adopt_clicked_card(repos, request, card=attempt.card)
         action = next((a for a in request.actions if a.id == action_id), None) if request else None
         refusal = (
-            _refusal(engine, request, action, attempt)
+            _refusal(engine, request, action, attempt, members=members)
             if request is not None and action is not None
             else Refusal.UNKNOWN_APPROVAL
         )
@@ -172,6 +213,15 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
                 detail={"owner": engine.owner},
             )
         return DecisionResult(refusal=None, approval=approval_view(request), completed=completed)
+
+
+def _adopt_clicked_card(
+    repo: ApprovalRepository, request: ApprovalRequest, *, card: MessageRef
+) -> None:
+    """A click on a card whose reference is not stored yet (its post is still being answered,
+    or the answer was lost): the message clicked, in the run's channel, is the card."""
+    if card.channel == request.run.channel_id:
+        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows="pending")
 
 
 def _apply(

@@ -15,12 +15,12 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
 
-from agent_runtime import decisions, listing, resume
+from agent_runtime import cards, decisions, listing, resume
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
-from agent_runtime.notifier import Notifier
+from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, build_request
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
@@ -51,7 +51,10 @@ class ApprovalEngine:
         usergroup_members: Callable[[str], frozenset[str]] = _no_groups,
         clock: Callable[[], dt.datetime] = utcnow,
         lease: dt.timedelta = dt.timedelta(minutes=10),
+        card_retry_after: dt.timedelta = dt.timedelta(seconds=10),
     ) -> None:
+        """``card_retry_after``: how old a request without a card must be before the
+        reconciler looks for its card or posts it again."""
         self.db = db
         self.runtime = runtime
         self.policy = policy
@@ -59,6 +62,7 @@ class ApprovalEngine:
         self.usergroup_members = usergroup_members
         self.clock = clock
         self.lease = lease
+        self.card_retry_after = card_retry_after
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = ThreadLocks(db)
 
@@ -179,18 +183,11 @@ class ApprovalEngine:
             if all_decided:
                 resume.resume_locked(self, request_id, final_status="resolved")
             else:
-                self._post_card(request_id)
+                self.post_card(request_id)
 
-    def _post_card(self, request_id: str) -> None:
-        """Post and remember the card under the request's row lock: a click that comes faster
-        than the card reference is stored waits for it, so its card update finds the card."""
-        with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            request = repo.get(request_id, for_update=True)
-            assert request is not None
-            ref = self.notifier.approval_requested(approval_view(request))
-            if ref is not None:
-                repo.set_card(request_id, channel=ref.channel, ts=ref.ts)
+    def post_card(self, request_id: str, *, look_first: bool = False) -> None:
+        """Post a pending request's card if it has none (``cards.post``); under the run's lock."""
+        cards.post(self, request_id, look_first=look_first)
 
     def _complete_run(self, run_id: str, text: str) -> None:
         with self.db.transaction() as s:
@@ -203,6 +200,7 @@ class ApprovalEngine:
 
     def post_result(self, run: RunView) -> None:
         """Tell the thread, then remember it was told (a crash in between tells it twice)."""
+        fault_point("before_result")
         try:
             self.notifier.run_finished(run)
         except Exception:
@@ -214,14 +212,8 @@ class ApprovalEngine:
                 stored.result_posted = True
 
     def show_card(self, view: ApprovalView) -> None:
-        """Re-render the card; remember what it shows so a stale card can be repaired later."""
-        try:
-            self.notifier.approval_updated(view)
-        except Exception:
-            logger.exception("could not update the card of %s; the reconciler will retry", view.id)
-            return
-        with self.db.transaction() as s:
-            ApprovalRepository(s).mark_card(view.id, status=view.status)
+        """Re-render the card (``cards.show``)."""
+        cards.show(self, view)
 
     @contextmanager
     def lease_keeper(self, request_id: str) -> Iterator[None]:
@@ -350,15 +342,17 @@ class ApprovalEngine:
         seen_hash: str | None,
         message: str | None = None,
         edited_args: dict[str, Any] | None = None,
+        card: MessageRef | None = None,
     ) -> DecisionResult:
         """Record a decision on the version the reviewer saw, update the card, and resume if
-        this completed the request."""
+        this completed the request. ``card``: the message clicked, if the click came from one."""
         attempt = decisions.Attempt(
             actor=actor,
             decision=decision,
             seen_hash=seen_hash,
             message=message,
             edited_args=edited_args,
+            card=card,
         )
         result = decisions.record(self, action_id=action_id, attempt=attempt)
         if result.refusal is Refusal.POLICY_CHANGED and result.current is not None:

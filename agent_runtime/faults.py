@@ -6,7 +6,19 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("after_decision", "after_claim", "inside_tool", "after_tool", "before_card_update")
+CARD_POINTS = ("after_card_post",)
+"""Points reached before anyone decides: the card is in Slack, its reference not yet stored."""
+DECISION_POINTS = (
+    "after_decision",
+    "after_claim",
+    "inside_tool",
+    "after_tool",
+    "after_resume",
+    "before_card_update",
+    "before_result",
+)
+"""Points reached between an approval and the run's result in its thread, in that order."""
+POINTS = CARD_POINTS + DECISION_POINTS
 
 
 def fault_point(name: str) -> None:

@@ -21,6 +21,10 @@ class Notifier(Protocol):
     def approval_updated(self, approval: ApprovalView) -> None:
         """Re-render the card after a decision, a resume or an invalidation."""
 
+    def find_card(self, approval: ApprovalView) -> MessageRef | None:
+        """Where this approval's card already is, if it was posted though its post seemed to
+        fail (an error or a timeout after the chat took it); None if there is no such card."""
+
     def run_finished(self, run: RunView) -> None:
         """The run completed or failed: tell its thread."""
 
@@ -43,6 +47,9 @@ class NullNotifier:
         return None
 
     def approval_updated(self, approval: ApprovalView) -> None:
+        return None
+
+    def find_card(self, approval: ApprovalView) -> MessageRef | None:
         return None
 
     def run_finished(self, run: RunView) -> None:

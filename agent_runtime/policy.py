@@ -176,6 +176,19 @@ class Policy(_Strict):
             return True
         return any(user_id in usergroup_members(group) for group in spec.usergroups)
 
+    def groups_to_check(self, user_id: str, roles: Iterable[str]) -> list[str]:
+        """The user groups ``is_member`` may consult to tell whether ``user_id`` holds one of
+        ``roles`` (taken in order): none beyond the first role that names the user directly."""
+        groups: list[str] = []
+        for role in roles:
+            spec = self.roles.get(role)
+            if spec is None:
+                continue
+            if user_id in spec.users:
+                break
+            groups.extend(g for g in spec.usergroups if g not in groups)
+        return groups
+
     def may_request(
         self, user_id: str, *, usergroup_members: Callable[[str], frozenset[str]]
     ) -> bool:

@@ -3,6 +3,8 @@
 - An approval still ``resuming`` after its owner's lease ran out is taken over (one taker wins)
   and resumed again; if the checkpoint shows the resume already happened, its outcome is read
   from the checkpoint and recorded.
+- A pending approval whose card never got a reference (the post failed, or Slack took it and
+  the answer was lost) gets its card: found in the run's thread and adopted, else posted again.
 - Cards whose Slack message shows an older status are re-rendered.
 - Finished runs whose result never reached the thread are posted.
 """
@@ -32,6 +34,7 @@ class ReconcileResult:
     advanced: int
     cards: int
     results: int
+    cards_posted: int = 0
 
 
 class Reconciler:
@@ -42,9 +45,25 @@ class Reconciler:
         return ReconcileResult(
             resumed=self._take_over_stale_claims(),
             advanced=self._advance_stalled_runs(),
+            cards_posted=self._retry_card_posts(),
             cards=self._repair_cards(),
             results=self._post_missing_results(),
         )
+
+    def _retry_card_posts(self) -> int:
+        """Under the run's thread lock, which the first poster holds until it is done: never
+        while that post is under way, and one process at a time. Busy runs wait for next time."""
+        engine = self.engine
+        due = engine.clock() - engine.card_retry_after
+        with engine.db.transaction() as s:
+            missing = ApprovalRepository(s).without_card(created_before=due)
+        done = 0
+        for request_id, run_id in missing:
+            with engine.locks.try_hold(run_id) as held:
+                if held:
+                    engine.post_card(request_id, look_first=True)
+                    done += 1
+        return done
 
     def _advance_stalled_runs(self) -> int:
         """A run left waiting with no open approval: its last resume finished but the process

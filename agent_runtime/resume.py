@@ -14,6 +14,7 @@ from langgraph.types import StateSnapshot
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent_runtime import evidence
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.recording import POLICY_VETO, drift
@@ -79,7 +80,8 @@ def resume_locked(
 
     ``recovering``: a process that claimed this request died. If the checkpoint no longer waits
     on the interrupt, that process got as far as resuming it: finish what it started (an
-    interrupted step is continued; the gate's execution records keep tools from repeating effects).
+    interrupted step is continued; the gate's execution records keep tools from repeating effects),
+    then ask the evidence whether each approved action ran before calling the request resolved.
     """
     with engine.db.transaction() as s:
         request = ApprovalRepository(s).get(request_id)
@@ -123,7 +125,13 @@ def resume_locked(
         _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
         engine.fail_run(run_id, f"The agent failed after the decision: {exc}")
         return
+    fault_point("after_resume")
     after = engine.runtime.state(run_id)
+    if recovering and pending is None:
+        found = evidence.gaps(engine.db, request, state=after)
+        if found:
+            _fail_unconfirmed(engine, request, state=after, found=found)
+            return
     _finish(
         engine,
         request_id,
@@ -132,6 +140,24 @@ def resume_locked(
         record=lambda s: _record_tool_outcomes(s, request, after),
     )
     engine.advance(run_id, after)
+
+
+def _fail_unconfirmed(
+    engine: ApprovalEngine,
+    request: ApprovalRequest,
+    *,
+    state: StateSnapshot,
+    found: list[evidence.Gap],
+) -> None:
+    """An approved action left no proof of having run: say so everywhere, never "resumed"."""
+    text = evidence.describe(found)
+
+    def record(s: Session) -> None:
+        _record_tool_outcomes(s, request, state)
+        evidence.record(s, request, found=found)
+
+    _finish(engine, request.id, status="failed", outcome=text, record=record)
+    engine.fail_run(request.run_id, f"The run was interrupted by a restart: {text}")
 
 
 def invalidate(engine: ApprovalEngine, request_id: str, *, reason: str) -> None:

@@ -152,6 +152,7 @@ def build_bot(
         usergroup_members=directory.members,
         clock=clock,
         lease=dt.timedelta(seconds=settings.claim_lease_seconds),
+        card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
     )
     services = BotServices(
         engine=engine,

@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1, le=200)
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
     maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)
+    card_retry_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
 
     @field_validator("database_url")
     @classmethod

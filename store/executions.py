@@ -56,6 +56,13 @@ class ExecutionRepository:
     def of(self, action_id: str) -> ActionExecution | None:
         return self.session.get(ActionExecution, action_id)
 
+    def of_actions(self, action_ids: list[str]) -> dict[str, ActionExecution]:
+        """The execution records of these actions, by action id (absent: never started)."""
+        if not action_ids:
+            return {}
+        stmt = select(ActionExecution).where(ActionExecution.action_id.in_(action_ids))
+        return {row.action_id: row for row in self.session.scalars(stmt)}
+
     def start(self, action: Action, *, key: str, tool_call_id: str | None) -> bool:
         """Spend the action for this tool call; False if another call spent it first."""
         try:

@@ -39,6 +39,33 @@ class ThreadLocks:
                 yield
 
     @contextlib.contextmanager
+    def try_hold(self, key: str) -> Iterator[bool]:
+        """Like ``hold``, but never waits: yields False (holding nothing) when another thread or
+        process has the lock, so background work skips what is busy instead of queueing on it."""
+        if self.db.is_sqlite:
+            with self._try_local(key) as local:
+                if not local:
+                    yield False
+                    return
+                with self._hold_file(key, wait=False) as held:
+                    yield held
+        else:
+            with self._hold_advisory(key, wait=False) as held:
+                yield held
+
+    @contextlib.contextmanager
+    def _try_local(self, key: str) -> Iterator[bool]:
+        with self._guard:
+            lock = self._local.setdefault(key, threading.Lock())
+        if not lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    @contextlib.contextmanager
     def _hold_local(self, key: str) -> Iterator[None]:
         with self._guard:
             lock = self._local.setdefault(key, threading.Lock())
@@ -46,22 +73,30 @@ class ThreadLocks:
             yield
 
     @contextlib.contextmanager
-    def _hold_file(self, key: str) -> Iterator[None]:
+    def _hold_file(self, key: str, *, wait: bool = True) -> Iterator[bool]:
         folder = Path(sqlite_path(self.db.url) + ".locks")
         folder.mkdir(exist_ok=True)
         path = folder / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock")
         with path.open("a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                yield
+                fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def _hold_advisory(self, key: str) -> Iterator[None]:
+    def _hold_advisory(self, key: str, *, wait: bool = True) -> Iterator[bool]:
         with self.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _key64(key)})
+            take = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+            got = conn.execute(text(f"SELECT {take}(:k)"), {"k": _key64(key)}).scalar()
+            if not wait and not got:
+                yield False
+                return
             try:
-                yield
+                yield True
             finally:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _key64(key)})

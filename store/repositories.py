@@ -129,6 +129,22 @@ class ApprovalRepository:
         )
         return list(self.session.scalars(stmt))
 
+    def without_card(
+        self, *, created_before: dt.datetime, limit: int = 100
+    ) -> list[tuple[str, str]]:
+        """(request id, run id) of pending requests whose card reference was never stored."""
+        stmt = (
+            select(ApprovalRequest.id, ApprovalRequest.run_id)
+            .where(
+                ApprovalRequest.status == "pending",
+                ApprovalRequest.card_ts.is_(None),
+                ApprovalRequest.created_at <= created_before,
+            )
+            .order_by(ApprovalRequest.created_at)
+            .limit(limit)
+        )
+        return [(row[0], row[1]) for row in self.session.execute(stmt)]
+
     def claim(self, request_id: str, *, owner: str, lease: dt.timedelta) -> bool:
         """Move pending -> resuming; True for exactly one caller, whatever the concurrency."""
         now = utcnow()
@@ -212,13 +228,15 @@ class ApprovalRepository:
         request.claimed_by = None
         request.claim_expires_at = None
 
-    def set_card(self, request_id: str, *, channel: str, ts: str) -> None:
-        self.session.execute(
-            update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id)
-            .values(card_channel=channel, card_ts=ts, card_status="pending")
-            .execution_options(synchronize_session=False)
-        )
+    def adopt_card(self, request: ApprovalRequest, *, channel: str, ts: str, shows: str) -> bool:
+        """Remember where the card is, unless a reference is already stored (the first one
+        found wins); ``shows``: the status the card was drawn with. Lock the row first."""
+        if request.card_ts is not None:
+            return False
+        request.card_channel = channel
+        request.card_ts = ts
+        request.card_status = shows
+        return True
 
 
 class DecisionRepository:

@@ -15,6 +15,7 @@ from slack_bolt import BoltContext, BoltRequest, BoltResponse
 from slack_bolt.middleware import Middleware
 
 from agent_runtime.authorization import Actor
+from agent_runtime.notifier import MessageRef
 from bot.services import Drop, Metrics
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,10 @@ class Ref(_Shape):
 
 
 class Container(_Shape):
+    type: str | None = None
     channel_id: str | None = None
+    message_ts: str | None = None
+    is_ephemeral: bool | None = None
 
 
 class Option(_Shape):
@@ -123,6 +127,17 @@ class Click(_Interaction):
         return (self.container.channel_id if self.container else None) or (
             self.channel.id if self.channel else None
         )
+
+    @property
+    def card(self) -> MessageRef | None:
+        """The message the button was on (Slack signs it with the payload); None for clicks
+        from a modal or an ephemeral message."""
+        c = self.container
+        if c is None or c.type != "message" or c.is_ephemeral:
+            return None
+        if not c.channel_id or not c.message_ts:
+            return None
+        return MessageRef(channel=c.channel_id, ts=c.message_ts)
 
     def drop(self, *, action_id: str | None = None, request_id: str | None = None) -> Drop:
         """This click, as refused by a full worker pool."""

@@ -27,6 +27,7 @@ def bot_env(sandbox: SlackSandbox, database_url: str, workspace: Path, **extra: 
         "WORKSPACE_DIR": str(workspace),
         "CLAIM_LEASE_SECONDS": "1",
         "MAINTENANCE_INTERVAL_SECONDS": "0.3",
+        "CARD_RETRY_SECONDS": "0",
     }
     env.update(extra)
     return env

@@ -12,57 +12,16 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
-from slack_sdk.models.blocks import Block
-from slack_sdk.models.views import View as ViewModel
-
+from bot.sandbox.misbehaviour import HOLD_LIMIT, Dropped, Misbehaviour, Misbehaviours
 from bot.sandbox.socket_mode import SocketModeRelay
 from bot.sandbox.state import RESPONSE_URL_USES, Ephemeral, Message, SandboxState, View
+from bot.sandbox.validation import SlackApiError, validate_blocks, validate_view
 
 logger = logging.getLogger(__name__)
 SANDBOX_TOKEN = "xoxb-sandbox-token"
 SANDBOX_APP_TOKEN = "xapp-sandbox-token"
-MAX_BLOCKS = 50
-
-
-class SlackApiError(Exception):
-    def __init__(self, error: str) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def validate_blocks(blocks: Any) -> list[dict[str, Any]]:
-    if isinstance(blocks, str):
-        blocks = json.loads(blocks)
-    if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
-        raise SlackApiError("invalid_blocks")
-    for raw in blocks:
-        try:
-            block = Block.parse(raw)
-            if block is None:
-                raise SlackApiError("invalid_blocks")
-            block.validate_json()
-        except SlackApiError:
-            raise
-        except Exception as exc:
-            logger.info("sandbox refused a block: %s", exc)
-            raise SlackApiError("invalid_blocks") from exc
-    return blocks
-
-
-def validate_view(view: Any) -> dict[str, Any]:
-    if isinstance(view, str):
-        view = json.loads(view)
-    try:
-        ViewModel(**view).validate_json()
-    except Exception as exc:
-        logger.info("sandbox refused a view: %s", exc)
-        raise SlackApiError("invalid_arguments") from exc
-    validate_blocks(view.get("blocks", []))
-    if len(view.get("private_metadata", "")) > 3000:
-        raise SlackApiError("invalid_arguments")
-    return view
 
 
 class SlackSandbox:
@@ -80,6 +39,7 @@ class SlackSandbox:
         self.token = token
         self.plan_gated = plan_gated
         self.failing: dict[str, str] = {}
+        self.misbehaviours = Misbehaviours()
         self.state = SandboxState(
             users=dict(users or {}),
             usergroups={group: list(members) for group, members in (usergroups or {}).items()},
@@ -110,7 +70,12 @@ class SlackSandbox:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
+    def misbehave(self, method: str, **how: Any) -> Misbehaviour:
+        """Make the next matching call of ``method`` go wrong (see ``Misbehaviour``)."""
+        return self.misbehaviours.add(Misbehaviour(method, **how))
+
     def stop(self) -> None:
+        self.misbehaviours.release_all()
         if self.socket_mode is not None:
             self.socket_mode.stop()
         if self._server is not None:
@@ -135,7 +100,17 @@ class SlackSandbox:
         self.state.change(lambda: self.state.calls.append(method))
         if method in self.failing:
             raise SlackApiError(self.failing[method])
-        return {"ok": True, **handler(args)}
+        wrong = self.misbehaviours.take(method, args)
+        if wrong is None:
+            return {"ok": True, **handler(args)}
+        answer = {"ok": True, **handler(args)} if wrong.effect_happens else None
+        if wrong.hold:
+            wrong.release.wait(timeout=HOLD_LIMIT)
+        if wrong.drop:
+            raise Dropped(method)
+        if wrong.error is not None or answer is None:
+            raise SlackApiError(wrong.error or "internal_error")
+        return answer
 
     def _connections_open(self, token: str | None) -> dict[str, Any]:
         """Socket Mode: only the app-level token may open a connection."""
@@ -166,6 +141,7 @@ class SlackSandbox:
         thread_ts = args.get("thread_ts") or None
         if thread_ts and self.state.message(channel, thread_ts) is None:
             raise SlackApiError("thread_not_found")
+        metadata = args.get("metadata")
         message = Message(
             channel=channel,
             ts=self.state.next_ts(),
@@ -173,6 +149,7 @@ class SlackSandbox:
             text=text,
             blocks=blocks,
             thread_ts=thread_ts,
+            metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
         )
         self.state.change(lambda: self.state.messages.append(message))
         return {"channel": channel, "ts": message.ts, "message": {"text": text, "blocks": blocks}}
@@ -191,6 +168,22 @@ class SlackSandbox:
 
         self.state.change(apply)
         return {"channel": message.channel, "ts": message.ts}
+
+    def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A thread, parent first, in pages; metadata only when asked for (as Slack does)."""
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        parent = self.state.message(channel, ts)
+        if parent is None:
+            raise SlackApiError("thread_not_found")
+        thread = [parent, *self.state.thread(channel, ts)]
+        start = int(args.get("cursor") or 0)
+        end = start + max(1, min(int(args.get("limit") or 1000), 1000))
+        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        return {
+            "messages": [m.as_json(metadata=metadata) for m in thread[start:end]],
+            "has_more": end < len(thread),
+            "response_metadata": {"next_cursor": str(end) if end < len(thread) else ""},
+        }
 
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, user = args.get("channel"), args.get("user")
@@ -259,20 +252,34 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug(format, *args)
 
+    def do_GET(self) -> None:
+        """Read methods (e.g. ``conversations.replies``) come as GET with a query string."""
+        parts = urlsplit(self.path)
+        args = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        self._api(parts.path, args)
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length).decode("utf-8") if length else ""
         args = _parse_body(raw, self.headers.get("Content-Type", ""))
-        try:
-            if self.path.startswith("/response/"):
+        if self.path.startswith("/response/"):
+            try:
                 self.owner.respond(self.path.rsplit("/", 1)[1], args)
-                return self._send({"ok": True})
-            if not self.path.startswith("/api/"):
-                return self._send({"ok": False, "error": "unknown_method"}, status=404)
-            token = _bearer(self.headers.get("Authorization")) or args.pop("token", None)
-            self._send(self.owner.call(self.path[len("/api/") :], args, token))
+            except SlackApiError as exc:
+                return self._send({"ok": False, "error": exc.error})
+            return self._send({"ok": True})
+        self._api(self.path, args)
+
+    def _api(self, path: str, args: dict[str, Any]) -> None:
+        if not path.startswith("/api/"):
+            return self._send({"ok": False, "error": "unknown_method"}, status=404)
+        token = _bearer(self.headers.get("Authorization")) or args.pop("token", None)
+        try:
+            self._send(self.owner.call(path[len("/api/") :], args, token))
         except SlackApiError as exc:
             self._send({"ok": False, "error": exc.error})
+        except Dropped:
+            self.close_connection = True  # no status line at all: the caller sees it dropped
 
     def _send(self, payload: dict[str, Any], status: int = 200) -> None:
         data = json.dumps(payload).encode("utf-8")

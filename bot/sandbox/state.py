@@ -23,9 +23,25 @@ class Message:
     text: str
     blocks: list[dict[str, Any]]
     thread_ts: str | None = None
+    metadata: dict[str, Any] | None = None
     edits: int = 0
     posted_at: float = field(default_factory=time.monotonic)
     edited_at: list[float] = field(default_factory=list)
+
+    def as_json(self, *, metadata: bool) -> dict[str, Any]:
+        """As the Web API returns it (``conversations.replies``); metadata only if asked for."""
+        data: dict[str, Any] = {
+            "type": "message",
+            "ts": self.ts,
+            "user": self.user,
+            "text": self.text,
+            "blocks": self.blocks,
+        }
+        if self.thread_ts:
+            data["thread_ts"] = self.thread_ts
+        if metadata and self.metadata:
+            data["metadata"] = self.metadata
+        return data
 
 
 @dataclass

@@ -153,3 +153,25 @@ def two_reviews_in_one_node(checkpointer, *, gate, **_offers):  # type: ignore[n
     graph.add_edge(START, "send_twice")
     graph.add_edge("send_twice", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def effect_in_a_node(checkpointer, **_offers):  # type: ignore[no-untyped-def]
+    """Asks for a review, then acts in the node itself, without the gate: only the node's own
+    answer shows that it acted, and no tool message or execution record does."""
+
+    def act(state: State) -> State:
+        args = {"recipient": "a@example.com", "text": "hi"}
+        request = {
+            "action_requests": [{"name": "send_external_message", "args": args}],
+            "review_configs": [
+                {"action_name": "send_external_message", "allowed_decisions": ["approve"]}
+            ],
+        }
+        approved = interrupt(request)["decisions"][0]["type"] == "approve"
+        return {"answer": "sent" if approved else "not sent"}
+
+    graph = StateGraph(State)
+    graph.add_node("act", act)
+    graph.add_edge(START, "act")
+    graph.add_edge("act", END)
+    return graph.compile(checkpointer=checkpointer)

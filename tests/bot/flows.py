@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.sandbox import people
 from bot.sandbox.driver import Button, buttons
-from bot.sandbox.state import Message
+from bot.sandbox.state import Message, SandboxState
 from tests.conftest import Harness
 
 SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
@@ -57,3 +57,27 @@ def open_modal(h: Harness, user: str, card: Message, label: str | Button, positi
     return h.state.wait_for(
         lambda: next((v for v in h.state.open_views(user) if v.id not in before), None)
     )
+
+
+FINAL_HEADER = "Decided"
+"""The card's header once its request is resolved ("Decided, resuming the run" comes before)."""
+
+
+def card_header(message: Message) -> str | None:
+    first = message.blocks[0] if message.blocks else {}
+    return first.get("text", {}).get("text") if first.get("type") == "header" else None
+
+
+def cards_in(state: SandboxState, root: Message) -> list[Message]:
+    """The approval cards in a run's thread (every card starts with its header)."""
+    return [m for m in state.thread(root.channel, root.ts) if card_header(m) is not None]
+
+
+def results_in(state: SandboxState, root: Message) -> list[Message]:
+    return [m for m in state.thread(root.channel, root.ts) if m.text.startswith("Run ")]
+
+
+def settled(state: SandboxState, root: Message, *, card: Message) -> bool:
+    """The card shows its final status and the run's result is in the thread."""
+    now = state.message(card.channel, card.ts)
+    return now is not None and card_header(now) == FINAL_HEADER and bool(results_in(state, root))

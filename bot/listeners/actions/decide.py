@@ -7,6 +7,7 @@ from typing import Any
 from slack_bolt import Ack, BoltContext
 
 from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.notifier import MessageRef
 from agent_runtime.views import versions_digest
 from bot.blocks.approval_card import shown_on_card
 from bot.blocks.notices import stale_notice
@@ -42,6 +43,7 @@ def on_approve_all(ack: Ack, context: BoltContext) -> None:
         digest,
         click.actor,
         click.channel_id,
+        card=click.card,
     )
 
 
@@ -49,7 +51,7 @@ def decide_and_refresh(
     services: BotServices, action_id: str, seen: str | None, click: Click
 ) -> None:
     """An Approve from the card or from the review modal; the modal is redrawn afterwards."""
-    decide(services, action_id, seen, click.actor, click.channel_id)
+    decide(services, action_id, seen, click.actor, click.channel_id, card=click.card)
     refresh_review(services, click)
 
 
@@ -63,9 +65,11 @@ def decide(
     decision: str = "approve",
     message: str | None = None,
     edited_args: dict[str, Any] | None = None,
+    card: MessageRef | None = None,
 ) -> None:
     """Record the decision on the version the reviewer saw (the engine resumes if it was the
-    last one needed), or explain the refusal, showing what changed if the card moved on."""
+    last one needed), or explain the refusal, showing what changed if the card moved on.
+    ``card``: the message clicked, which the engine adopts if it has no card reference yet."""
     result = services.engine.decide(
         action_id=action_id[:64],
         actor=actor,
@@ -73,6 +77,7 @@ def decide(
         seen_hash=seen,
         message=message,
         edited_args=edited_args,
+        card=card,
     )
     if result.refusal is None:
         services.metrics.inc("decisions_recorded")
@@ -89,7 +94,13 @@ def decide(
 
 
 def approve_all(
-    services: BotServices, request_id: str, digest: str | None, actor: Actor, channel: str | None
+    services: BotServices,
+    request_id: str,
+    digest: str | None,
+    actor: Actor,
+    channel: str | None,
+    *,
+    card: MessageRef | None = None,
 ) -> None:
     """Approve the actions the card showed, at the versions it showed, if the reviewer may;
     a card that changed since is refused whole. Each refused attempt is audited: as a whole
@@ -109,7 +120,11 @@ def approve_all(
     approved, refusals = 0, list[Refusal]()
     for action in approvable:
         result = services.engine.decide(
-            action_id=action.id, actor=actor, decision="approve", seen_hash=action.action_hash
+            action_id=action.id,
+            actor=actor,
+            decision="approve",
+            seen_hash=action.action_hash,
+            card=card,
         )
         if result.refusal is None:
             approved += 1

@@ -1,0 +1,164 @@
+"""Recovery of a resume whose process died, judged from evidence: the real bundled agent, a real
+SQLite store and checkpointer, and the process's death simulated at a fault point."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage
+from sqlalchemy import select
+
+from agent_runtime import engine as engine_module
+from agent_runtime import gate as gate_module
+from agent_runtime import resume as resume_module
+from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.reconciler import Reconciler
+from store.models import ApprovalRequest, AuditEvent, Run, utcnow
+from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Env, decide, make_env, paused_run
+
+
+class Crash(BaseException):
+    """The process dies here: nothing after this point runs (not even ``except Exception``)."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def env(tmp_path: Path, clock: Clock) -> Iterator[Env]:
+    e = make_env(tmp_path, clock=clock)
+    yield e
+    close_checkpointer(e.engine.runtime.checkpointer)
+    e.db.dispose()
+
+
+def die_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    def fault_point(name: str) -> None:
+        if name == point:
+            raise Crash(name)
+
+    for module in (engine_module, gate_module, resume_module):
+        monkeypatch.setattr(module, "fault_point", fault_point)
+
+
+def approve_and_die(env: Env, monkeypatch: pytest.MonkeyPatch, *, point: str) -> str:
+    run_id, action_id = paused_run(env)
+    die_at(monkeypatch, point)
+    with pytest.raises(Crash):
+        decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    monkeypatch.undo()
+    return run_id
+
+
+def lose_the_tool_step(env: Env, run_id: str) -> None:
+    """The thread as a lost checkpoint write can leave it: ended after the review, with no
+    result for the approved call and nothing left to run."""
+    graph, config = env.engine.runtime.graph, env.engine.runtime.config(run_id)
+    last = next(name for name in graph.nodes if name.endswith(".after_agent"))
+    graph.update_state(config, {"messages": [AIMessage("All done.")]}, as_node=last)
+    state = env.engine.runtime.state(run_id)
+    assert state.next == () and not state.interrupts
+
+
+def recover(env: Env, clock: Clock) -> None:
+    """A new process, once the dead one's lease ran out."""
+    clock.now = utcnow() + env.engine.lease + dt.timedelta(seconds=1)
+    assert Reconciler(env.engine).run_once().resumed == 1
+
+
+def outcome(env: Env) -> tuple[str, str | None, str, list[str]]:
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        run = s.scalars(select(Run)).one()
+        kinds = list(s.scalars(select(AuditEvent.kind).order_by(AuditEvent.id)))
+        return request.status, request.outcome, run.status, kinds
+
+
+def effects(env: Env) -> list[str]:
+    return [e["tool"] for e in env.workspace.effects()]
+
+
+def test_killed_inside_the_tool_mid_step_the_step_is_finished_once(env, clock, monkeypatch):
+    approve_and_die(env, monkeypatch, point="inside_tool")
+    assert env.engine.runtime.state(env.notes.requested[0].run.id).next == ("tools",)
+    recover(env, clock)
+    status, _, run_status, kinds = outcome(env)
+    assert (status, run_status) == ("resolved", "completed")
+    assert effects(env) == ["send_external_message"]
+    assert "resumed" in kinds and "tool_outcome" in kinds
+
+
+def test_a_resume_that_finished_before_the_death_is_recorded_from_its_result(
+    env, clock, monkeypatch
+):
+    run_id = approve_and_die(env, monkeypatch, point="after_resume")
+    state = env.engine.runtime.state(run_id)
+    assert state.next == () and not state.interrupts  # as the dead process left it
+    recover(env, clock)
+    status, _, run_status, kinds = outcome(env)
+    assert (status, run_status) == ("resolved", "completed")
+    assert "resumed" in kinds and "action_not_run" not in kinds
+    assert effects(env) == ["send_external_message"]
+
+
+def test_a_thread_that_ended_without_running_the_approved_tool_is_an_honest_failure(
+    env, clock, monkeypatch
+):
+    run_id = approve_and_die(env, monkeypatch, point="after_claim")
+    lose_the_tool_step(env, run_id)
+    recover(env, clock)
+    status, text, run_status, kinds = outcome(env)
+    assert status == "failed" and run_status == "failed"
+    assert "send_external_message" in (text or "") and "did not run" in (text or "")
+    assert "resumed" not in kinds and "run_completed" not in kinds
+    assert {"action_not_run", "resume_failed", "run_failed"} <= set(kinds)
+    told = env.notes.finished[-1]
+    assert told.status == "failed" and "send_external_message" in (told.result_text or "")
+    assert "did not run" in (told.result_text or "")
+    assert env.notes.updated[-1].status == "failed"  # the card says so too
+    assert effects(env) == []
+
+
+def test_a_tool_killed_before_it_finished_is_reported_as_unknown(env, clock, monkeypatch):
+    run_id = approve_and_die(env, monkeypatch, point="inside_tool")
+    lose_the_tool_step(env, run_id)
+    recover(env, clock)
+    status, text, run_status, kinds = outcome(env)
+    assert (status, run_status) == ("failed", "failed")
+    assert "unknown" in (text or "") and "send_external_message" in (text or "")
+    assert "action_effect_unknown" in kinds and "resumed" not in kinds
+    assert "unknown" in (env.notes.finished[-1].result_text or "")
+
+
+def test_an_approved_call_no_witness_can_show_is_not_called_done(tmp_path, clock, monkeypatch):
+    """A node that acts without the gate: after the death, nothing shows whether it acted."""
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:effect_in_a_node", clock=clock)
+    try:
+        run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text="go")
+        env.engine.execute_run(run.id)
+        action_id = env.notes.requested[-1].actions[0].id
+        die_at(monkeypatch, "after_resume")
+        with pytest.raises(Crash):
+            decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+        monkeypatch.undo()
+        recover(env, clock)
+        status, text, run_status, kinds = outcome(env)
+        assert (status, run_status) == ("failed", "failed")
+        assert "nothing shows whether it ran" in (text or "")
+        assert "action_unconfirmed" in kinds and "resumed" not in kinds
+    finally:
+        close_checkpointer(env.engine.runtime.checkpointer)
+        env.db.dispose()

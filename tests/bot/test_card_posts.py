@@ -1,0 +1,128 @@
+"""Cards in spite of Slack: a card post that fails is posted again by the reconciler, one that
+Slack took while the bot never heard back is found and adopted (never posted twice), and a slow
+Slack call holds up no other approval (none is made inside a database transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
+from bot.sandbox.state import Message
+from tests.bot.flows import (
+    DELETE,
+    SEND,
+    button,
+    card_header,
+    cards_in,
+    settled,
+    start_run,
+)
+from tests.conftest import Harness
+
+WAIT = 60.0  # bounds each wait; an approval takes a second or two
+WHILE_HELD = 25.0
+"""Bounds a wait made while a Slack call hangs: below slack_sdk's 30-s timeout, after which a
+call made inside a transaction would give up and let the blocked approval through anyway."""
+
+
+def card_post(args: dict[str, Any]) -> bool:
+    return (args.get("metadata") or {}).get("event_type") == "approval_card"
+
+
+def ask(h: Harness, text: str = SEND) -> Message:
+    """Slash command -> the run's root message (its card may or may not follow)."""
+    before = {m.ts for m in h.state.top_level(people.CHANNEL)}
+    assert h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=text).status
+    return h.state.wait_for(
+        lambda: next((m for m in h.state.top_level(people.CHANNEL) if m.ts not in before), None)
+    )
+
+
+def card_of(h: Harness, root: Message) -> Message:
+    return h.state.wait_for(lambda: next((m for m in cards_in(h.state, root) if buttons(m)), None))
+
+
+def approve(h: Harness, card: Message, user: str = people.RELEASE_MANAGER) -> None:
+    h.driver.click(user=user, message=card, button=button(card, "Approve"))
+
+
+def approve_and_finish(h: Harness, root: Message, *, card: Message, wait: float = WAIT) -> None:
+    approve(h, card)
+    h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=wait)
+
+
+def test_a_card_post_refused_once_is_posted_by_the_reconciler_and_works(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url, card_retry_seconds=0)
+    refused = h.sandbox.misbehave("chat.postMessage", match=card_post, error="internal_error")
+    root = ask(h)
+    assert refused.reached.wait(WAIT)
+    assert h.bot.services.executor.wait_idle(WAIT)  # the run is done with its failed post
+    assert cards_in(h.state, root) == []
+    assert h.bot.reconciler.run_once().cards_posted == 1
+    (card,) = cards_in(h.state, root)
+    approve_and_finish(h, root, card=card)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [{"error": "internal_error", "takes_effect": True}, {"drop": True}],
+    ids=["answered_with_an_error", "connection_dropped"],
+)
+def test_a_card_slack_took_whose_answer_was_lost_is_adopted(serve_bot, sqlite_url, lost):
+    h = serve_bot(sqlite_url, card_retry_seconds=0)
+    h.sandbox.misbehave("chat.postMessage", match=card_post, **lost)
+    root = ask(h)
+    card = card_of(h, root)  # in Slack, though the bot was not told where
+    assert h.bot.services.executor.wait_idle(WAIT)
+    assert h.bot.reconciler.run_once().cards_posted == 1
+    assert [m.ts for m in cards_in(h.state, root)] == [card.ts], "the card was posted twice"
+    request_id = card.metadata["event_payload"]["request_id"]  # type: ignore[index]
+    assert h.bot.services.engine.approval(request_id).card_ts == card.ts  # type: ignore[union-attr]
+    approve_and_finish(h, root, card=card)
+
+
+def test_a_slow_card_post_holds_up_no_other_approval(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    first_root, first_card = start_run(h, SEND)
+    slow = h.sandbox.misbehave("chat.postMessage", match=card_post, hold=True)
+    try:
+        second_root = ask(h, DELETE)
+        assert slow.reached.wait(WAIT)
+        approve_and_finish(h, first_root, card=first_card, wait=WHILE_HELD)  # the other post hangs
+    finally:
+        slow.release.set()
+    second_card = card_of(h, second_root)
+    approve_and_finish(h, second_root, card=second_card)
+
+
+def test_a_click_before_the_card_reference_is_stored_updates_that_card(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    slow = h.sandbox.misbehave("chat.postMessage", match=card_post, hold=True)
+    try:
+        root = ask(h)
+        card = card_of(h, root)  # posted; the bot has not heard back yet
+        pending = card_header(card)  # the sandbox's message is live: keep its header now
+        approve(h, card)
+        h.state.wait_for(lambda: card_header(card) != pending, timeout=WHILE_HELD)
+    finally:
+        slow.release.set()
+    h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
+    assert [m.ts for m in cards_in(h.state, root)] == [card.ts]
+
+
+def test_a_slow_user_group_look_up_holds_up_no_other_approval(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    group_root, group_card = start_run(h, SEND)
+    other_root, other_card = start_run(h, DELETE)
+    slow = h.sandbox.misbehave("usergroups.users.list", hold=True)
+    try:
+        approve(h, group_card, user=people.GROUP_ONLY)  # a release manager through the group
+        assert slow.reached.wait(WAIT)
+        approve_and_finish(h, other_root, card=other_card, wait=WHILE_HELD)
+    finally:
+        slow.release.set()
+    h.state.wait_for(lambda: settled(h.state, group_root, card=group_card), timeout=WAIT)

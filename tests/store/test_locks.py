@@ -1,0 +1,71 @@
+"""Per-thread locks: ``try_hold`` never waits, and never gets a lock someone else holds,
+whether that is another thread or another process (SQLite file lock, PostgreSQL advisory lock)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import pytest
+
+from store.db import Database
+from store.locks import ThreadLocks
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'locks.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+def test_try_hold_gives_way_to_a_holder_in_another_thread(url):
+    db = Database(url)
+    locks = ThreadLocks(db)
+    held, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with locks.hold("run_1"):
+            held.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(30)
+        with locks.try_hold("run_1") as got:
+            assert got is False
+        with locks.try_hold("run_2") as other:
+            assert other is True  # other keys are free
+    finally:
+        done.set()
+        thread.join(30)
+    with locks.try_hold("run_1") as got:
+        assert got is True
+    db.dispose()
+
+
+def _hold_in_a_process(url: str, held, done) -> None:  # type: ignore[no-untyped-def]
+    db = Database(url)
+    with ThreadLocks(db).hold("run_1"):
+        held.set()
+        done.wait(30)
+    db.dispose()
+
+
+def test_try_hold_gives_way_to_a_holder_in_another_process(url):
+    ctx = multiprocessing.get_context("spawn")
+    held, done = ctx.Event(), ctx.Event()
+    process = ctx.Process(target=_hold_in_a_process, args=(url, held, done))
+    process.start()
+    db = Database(url)
+    try:
+        assert held.wait(60)
+        with ThreadLocks(db).try_hold("run_1") as got:
+            assert got is False
+    finally:
+        done.set()
+        process.join(60)
+    with ThreadLocks(db).try_hold("run_1") as got:
+        assert got is True
+    db.dispose()
