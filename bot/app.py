@@ -34,9 +34,8 @@ from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
 from store.db import Database
-from store.migrate import upgrade
+from store.migrate import prepare
 from store.models import utcnow
-from store.repositories import AuditRepository
 
 logger = logging.getLogger(__name__)
 LISTENER_THREADS = 16
@@ -126,9 +125,7 @@ def build_bot(
     workspace_url = verify_slack(client, settings)
     audit_key = settings.audit_hmac_key()
     db = Database(settings.database_url, pool_size=settings.db_pool_size, audit_key=audit_key)
-    upgrade(db.engine, audit_key=audit_key)
-    with db.transaction() as s:
-        AuditRepository(s).check_key()
+    prepare(db)
     key = settings.encryption_key()
     verify_key(db, key)
     notifier = SlackNotifier(client, workspace_url=workspace_url)

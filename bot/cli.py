@@ -16,7 +16,7 @@ from store.audit_chain import AuditChainError
 from store.db import Database, DatabaseUnavailableError, check_database
 
 logger = logging.getLogger("approval-bot")
-EXIT_BROKEN, EXIT_CONFIG, EXIT_UNKEYED = 1, 2, 3
+EXIT_BROKEN, EXIT_CONFIG, EXIT_UNKEYED, EXIT_UNSEALED = 1, 2, 3, 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,9 +40,20 @@ def _parser() -> argparse.ArgumentParser:
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     export = audit_commands.add_parser("export", help="write the audit log")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    audit_commands.add_parser("verify", help="check the audit log's chain and its head")
-    audit_commands.add_parser(
-        "seal", help="key an audit log written before AUDIT_KEY was set (after checking it)"
+    verify = audit_commands.add_parser("verify", help="check the audit log's chain and its head")
+    verify.add_argument(
+        "--expect",
+        metavar="N:FINGERPRINT",
+        help="a head fingerprint printed by an earlier verify: the log must still hold it",
+    )
+    seal = audit_commands.add_parser(
+        "seal", help="key an audit log that was never keyed (stop every replica first)"
+    )
+    seal.add_argument(
+        "--events", type=int, required=True, help="as printed by `audit verify` before the key"
+    )
+    seal.add_argument(
+        "--last-hash", required=True, help="as printed by `audit verify` before the key"
     )
     return parser
 
@@ -64,9 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "db":
             return _db_upgrade()
         if args.command == "audit" and args.audit_command == "verify":
-            return _audit_verify()
+            return _audit_verify(args.expect)
         if args.command == "audit" and args.audit_command == "seal":
-            return _audit_seal()
+            return _audit_seal(events=args.events, last_hash=args.last_hash)
         if args.command == "audit":
             return _audit_export(args.format)
         return _serve(args.host, args.port, force_http=args.http)
@@ -78,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _database(settings: Settings, *, migrated: bool = True) -> Database:
     """Open the store after one connection check, so an unusable DATABASE_URL is one line;
     ``migrated``: the store must already be at the newest revision."""
-    check_database(settings.database_url)
+    check_database(settings.database_url, create=not migrated)
     db = Database(settings.database_url, audit_key=settings.audit_hmac_key())
     if migrated:
         from store.migrate import current_revision, head_revision
@@ -134,22 +145,38 @@ def _audit_export(fmt: str) -> int:
     return 0
 
 
-def _audit_verify() -> int:
+def _audit_verify(expect: str | None) -> int:
     """Exit 0 only when intact (keyed and nothing wrong), 1 when something is wrong, 3 when
-    nothing is wrong but the log is unkeyed, so a rewrite with database access would not show."""
+    nothing is wrong but the log is unkeyed, so a rewrite with database access would not show,
+    4 when AUDIT_KEY is set but the log has not been sealed with it."""
+    from store.audit_chain import Expected
     from store.repositories import AuditRepository
 
+    try:
+        expected = Expected.parse(expect) if expect is not None else None
+    except ValueError as exc:
+        raise ConfigError(f"--expect: {exc}") from None
     db = _database(load_settings())
     with db.transaction() as session:
-        report = AuditRepository(session).verify()
+        report = AuditRepository(session).verify(expect=expected)
     db.dispose()
     if report.problem is not None:
         print(f"audit log not intact: {report.problem}")
         return EXIT_BROKEN
+    if report.unsealed:
+        print(
+            f"audit log unsealed: {report.checked} events link up, but AUDIT_KEY is set and the "
+            "log is not keyed with it. If this log was never keyed, seal it with the values an "
+            "`audit verify` printed before AUDIT_KEY existed: stop every replica, run "
+            "`approval-bot audit seal --events N --last-hash H`, then start them with the key. "
+            "If it was ever keyed, it was rewritten without the key: do not seal it."
+        )
+        return EXIT_UNSEALED
     if not report.keyed:
         print(
             f"audit log unkeyed: {report.checked} events link up, but AUDIT_KEY is not set, so "
-            "anyone with write access to the database could have rewritten them"
+            "anyone with write access to the database could have rewritten them. To seal it "
+            f"later, keep: --events {report.checked} --last-hash {report.last_hash or '-'}"
         )
         return EXIT_UNKEYED
     sealed = (
@@ -157,11 +184,14 @@ def _audit_verify() -> int:
         if report.sealed
         else ""
     )
-    print(f"audit log intact: {report.checked} events, keyed{sealed} (head {report.fingerprint})")
+    print(
+        f"audit log intact: {report.checked} events, keyed{sealed} (head {report.fingerprint}; "
+        "keep it elsewhere and check later with --expect)"
+    )
     return 0
 
 
-def _audit_seal() -> int:
+def _audit_seal(*, events: int, last_hash: str) -> int:
     from store.repositories import AuditRepository
 
     settings = load_settings()
@@ -169,13 +199,14 @@ def _audit_seal() -> int:
         raise ConfigError("AUDIT_KEY is required to seal the audit log; set it first")
     db = _database(settings)
     with db.transaction() as session:
-        seal = AuditRepository(session).seal()
+        seal = AuditRepository(session).seal(events=events, last_hash=last_hash.replace("-", ""))
     db.dispose()
     if seal.already:
         print(f"audit log already sealed with AUDIT_KEY (after {seal.events} unkeyed events)")
     else:
         print(
-            f"audit log sealed: its {seal.events} events are anchored by AUDIT_KEY; "
+            f"audit log sealed: you vouched for {seal.events} events ending at "
+            f"{seal.last_hash or 'nothing (an empty log)'}; they are anchored by AUDIT_KEY and "
             "new events are keyed"
         )
     return 0

@@ -9,6 +9,7 @@ from slack_sdk.errors import SlackApiError
 from agent_runtime.authorization import Refusal
 from agent_runtime.errors import ApprovalError, NotPermitted
 from bot.text import verbatim
+from store.audit_chain import AuditChainError
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,10 @@ BUSY_SUBMISSION = (
     "The bot is busy right now, so this was not sent. What you entered is kept: "
     "submit again in a moment."
 )
+AUDIT_UNWRITABLE = (
+    "The audit log cannot be written, so this was not recorded. An operator must check it "
+    "(approval-bot audit verify)."
+)
 UNEXPECTED = (
     "Something went wrong on our side; nothing was decided. The operators have the details."
 )
@@ -63,6 +68,9 @@ def user_message(exc: BaseException) -> str:
         return "You are not allowed to start agent runs here. Ask an operator to add you."
     if isinstance(exc, ApprovalError):
         return verbatim(str(exc), 2000)  # it may quote agent text: shown as code
+    if isinstance(exc, AuditChainError):
+        logger.exception("the audit log cannot be written", exc_info=exc)
+        return AUDIT_UNWRITABLE
     if isinstance(exc, SlackApiError):
         error = exc.response.get("error", "unknown_error")
         if error in ("not_in_channel", "channel_not_found"):

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from store.models import AuditEvent, AuditHead
@@ -35,6 +35,17 @@ CHAIN_FIELDS = (
 class AuditChainError(Exception):
     """The audit log cannot be extended or checked as configured (missing, wrong or absent key,
     or an anchor that does not hold); the message says what to do."""
+
+
+class AuditRollbackError(AuditChainError):
+    """The stored head has fewer events than this process already saw committed: the head was
+    restored from an older copy, hiding the newer events."""
+
+
+UNSEALED = (
+    "AUDIT_KEY is set but the log's head is not keyed: either the log was written before any "
+    "key existed, or a keyed log was rewritten without the key; run `approval-bot audit verify`"
+)
 
 
 def _canonical(value: Any) -> Any:
@@ -69,27 +80,46 @@ def head_problem(head: AuditHead | None, key: bytes | None) -> str | None:
             return "the log is keyed: set AUDIT_KEY to the key it was written with"
         return None
     if head.keyed_from is None:
-        return (
-            "AUDIT_KEY is set but the log's head is not keyed: if the key is new, check the log "
-            "and run `approval-bot audit seal`; otherwise the log was rewritten without the key"
-        )
+        if head.mac:
+            return "the head carries a MAC but no key fields: a keyed log was rewritten"
+        return UNSEALED
     if not hmac.compare_digest(head.mac.encode(), head_mac(head, key).encode()):
         return "the head does not match AUDIT_KEY: it was altered, or written with another key"
     return None
 
 
 @dataclass(frozen=True)
+class Expected:
+    """A head fingerprint kept outside the database: the log had ``count`` events and its keyed
+    head at that point had fingerprint ``fingerprint`` (``audit verify`` prints ``N:FP``)."""
+
+    count: int
+    fingerprint: str
+
+    @classmethod
+    def parse(cls, text: str) -> Expected:
+        count, sep, fingerprint = text.strip().partition(":")
+        if not sep or not count.isdigit() or not fingerprint:
+            raise ValueError(f"expected N:FINGERPRINT as printed by `audit verify`, not {text!r}")
+        return cls(int(count), fingerprint.lower())
+
+
+@dataclass(frozen=True)
 class ChainReport:
     """``consistent``: nothing found wrong. ``intact``: consistent and keyed, so nobody without
-    the key could have rewritten it. ``sealed`` events were written before the key was set.
-    ``fingerprint`` identifies the keyed head: kept elsewhere, it shows a later rollback of the
-    log and its head together to an earlier state, which nothing inside the database can."""
+    the key could have rewritten it. ``unsealed``: AUDIT_KEY is set but the log is not keyed
+    (never keyed, or rewritten without the key). ``sealed`` events were written before the key.
+    ``fingerprint`` (``N:FP``) identifies the keyed head: kept elsewhere and given back with
+    ``--expect``, it shows a later rollback of the log and its head to an earlier state, which
+    nothing inside the database can."""
 
     checked: int
     problem: str | None = None
     keyed: bool = False
+    unsealed: bool = False
     sealed: int = 0
     fingerprint: str = ""
+    last_hash: str = ""
 
     @property
     def consistent(self) -> bool:
@@ -100,18 +130,39 @@ class ChainReport:
         return self.consistent and self.keyed
 
 
+def fingerprint(
+    *, count: int, last_id: int | None, last_hash: str, keyed_from: int, key: bytes
+) -> str:
+    """The keyed head's fingerprint when the log had ``count`` events (a prefix of its MAC)."""
+    head = AuditHead(
+        event_count=count, last_event_id=last_id, last_hash=last_hash, keyed_from=keyed_from
+    )
+    return head_mac(head, key)[:16]
+
+
 @dataclass
 class _Walk:
     count: int = 0
     last_id: int | None = None
     last_hash: str = ""
     problem: str | None = None
+    marks: dict[int, str] = field(default_factory=dict)
 
 
-def _walk(events: Iterable[AuditEvent], head: AuditHead, key: bytes | None) -> _Walk:
+def _walk(
+    events: Iterable[AuditEvent], head: AuditHead, key: bytes | None, *, mark_at: int | None = None
+) -> _Walk:
     walk = _Walk()
     rows = iter(events)
     while True:
+        if walk.count == mark_at and key is not None and head.keyed_from is not None:
+            walk.marks[walk.count] = fingerprint(
+                count=walk.count,
+                last_id=walk.last_id,
+                last_hash=walk.last_hash,
+                keyed_from=head.keyed_from,
+                key=key,
+            )
         position = walk.count + 1
         try:
             event = next(rows)
@@ -153,16 +204,52 @@ def _tail_problem(walk: _Walk, head: AuditHead) -> str | None:
     return None
 
 
+def _expect_problem(walk: _Walk, expect: Expected, *, keyed: bool) -> str | None:
+    if not keyed:
+        return "--expect needs a keyed log and its AUDIT_KEY"
+    if walk.count < expect.count:
+        return (
+            f"the log has {walk.count} events but had at least {expect.count} when "
+            f"{expect.count}:{expect.fingerprint} was printed: newer events were removed"
+        )
+    found = walk.marks.get(expect.count, "")
+    if not hmac.compare_digest(found.encode(), expect.fingerprint.encode()):
+        return (
+            f"at event #{expect.count} the head's fingerprint is {expect.count}:{found}, not "
+            f"{expect.count}:{expect.fingerprint}: the log up to there is not the one you kept"
+        )
+    return None
+
+
 def verify(
-    events: Iterable[AuditEvent], *, head: AuditHead | None, key: bytes | None
+    events: Iterable[AuditEvent],
+    *,
+    head: AuditHead | None,
+    key: bytes | None,
+    expect: Expected | None = None,
 ) -> ChainReport:
-    """Check the head, walk the log in id order, then check that it ends where the head says."""
+    """Check the head, walk the log in id order, then check that it ends where the head says
+    (and, given ``expect``, that it still holds what it held when that fingerprint was kept)."""
     problem = head_problem(head, key)
-    if problem is not None or head is None:
+    unsealed = problem == UNSEALED
+    if (problem is not None and not unsealed) or head is None:
         return ChainReport(0, problem)
-    walk = _walk(events, head, key)
-    problem = walk.problem or _tail_problem(walk, head)
+    mark_at = expect.count if expect is not None else None
+    walk = _walk(events, head, key, mark_at=mark_at)
     keyed = key is not None and head.keyed_from is not None
+    problem = walk.problem or _tail_problem(walk, head)
+    if problem is None and expect is not None:
+        problem = _expect_problem(walk, expect, keyed=keyed)
     sealed = (head.keyed_from - 1) if head.keyed_from is not None else 0
-    fingerprint = head.mac[:16] if keyed else ""
-    return ChainReport(walk.count, problem, keyed=keyed, sealed=sealed, fingerprint=fingerprint)
+    mark = ""
+    if keyed and key is not None and head.keyed_from is not None:
+        mark = f"{head.event_count}:{head_mac(head, key)[:16]}"
+    return ChainReport(
+        walk.count,
+        problem,
+        keyed=keyed,
+        unsealed=unsealed,
+        sealed=sealed,
+        fingerprint=mark,
+        last_hash=walk.last_hash,
+    )

@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import event as orm_event
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from store.audit_chain import AuditChainError, ChainReport, digest, head_mac, head_problem, verify
-from store.db import AUDIT_KEY_INFO
+from store.audit_chain import (
+    AuditChainError,
+    AuditRollbackError,
+    ChainReport,
+    Expected,
+    digest,
+    head_mac,
+    head_problem,
+    verify,
+)
+from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater
 from store.models import AUDIT_HEAD_ID, AuditEvent, AuditHead, utcnow
+
+logger = logging.getLogger(__name__)
 
 AUDIT_LOCK_KEY = 0x4A55_4449_545F_4C4F  # one lock for the whole audit chain
 
@@ -23,6 +36,34 @@ class Seal:
 
     events: int
     already: bool
+    last_hash: str = ""
+
+
+def clean_text(value: str) -> str:
+    """Any Python string as one UTF-8 and PostgreSQL can store: lone surrogates and NUL become
+    U+FFFD, so the stored value is the hashed one and verifies (pairs are joined)."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+def clean_json(value: Any) -> Any:
+    """``clean_text`` over every key and string of a JSON value."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def _clean(value: str | None) -> str | None:
+    return None if value is None else clean_text(value)
 
 
 class AuditRepository:
@@ -33,6 +74,7 @@ class AuditRepository:
     def __init__(self, session: Session, *, key: bytes | None = None) -> None:
         self.session = session
         self.key: bytes | None = key if key is not None else session.info.get(AUDIT_KEY_INFO)
+        self.seen: HighWater = session.info.get(AUDIT_SEEN_INFO) or HighWater()
 
     def record(
         self,
@@ -48,15 +90,15 @@ class AuditRepository:
         detail: dict[str, Any] | None = None,
     ) -> AuditEvent:
         event = AuditEvent(
-            kind=kind,
-            outcome=outcome,
-            actor_id=actor_id,
-            team_id=team_id,
-            run_id=run_id,
-            request_id=request_id,
-            action_id=action_id,
-            reason=reason,
-            detail=json.loads(json.dumps(detail or {}, default=str)),
+            kind=clean_text(kind),
+            outcome=clean_text(outcome),
+            actor_id=_clean(actor_id),
+            team_id=_clean(team_id),
+            run_id=_clean(run_id),
+            request_id=_clean(request_id),
+            action_id=_clean(action_id),
+            reason=_clean(reason),
+            detail=clean_json(json.loads(json.dumps(detail or {}, default=str))),
         )
         head = self._locked_head()
         keyed = head.keyed_from is not None
@@ -70,6 +112,8 @@ class AuditRepository:
         head.last_hash = event.hash
         head.mac = head_mac(head, self.key) if keyed and self.key is not None else ""
         self.session.flush()
+        count, seen = head.event_count, self.seen
+        orm_event.listen(self.session, "after_commit", lambda _s: seen.saw(count), once=True)
         return event
 
     def _locked_head(self) -> AuditHead:
@@ -84,7 +128,20 @@ class AuditRepository:
         problem = head_problem(head, self.key)
         if problem is not None or head is None:
             raise AuditChainError(f"audit log: {problem}")
+        self._check_not_rolled_back(head)
         return head
+
+    def _check_not_rolled_back(self, head: AuditHead) -> None:
+        """A head with fewer events than this process saw committed was restored from an older
+        copy (hiding newer events, a MAC cannot show that): never extend it."""
+        if head.event_count < self.seen.value:
+            error = AuditRollbackError(
+                f"audit log: the head records {head.event_count} events but this process "
+                f"already saw {self.seen.value}: it was restored from an older copy"
+            )
+            logger.error("refusing to append to the audit log: %s", error)
+            raise error
+        self.seen.saw(head.event_count)
 
     def _take_turn(self) -> None:
         if self.session.get_bind().dialect.name == "postgresql":
@@ -95,17 +152,23 @@ class AuditRepository:
 
     def check_key(self) -> None:
         """At start-up: refuse a key that does not fit the log (or no key for a keyed log)."""
-        problem = head_problem(self.head(), self.key)
-        if problem is not None:
+        head = self.head()
+        problem = head_problem(head, self.key)
+        if problem is not None or head is None:
             raise AuditChainError(f"audit log: {problem}")
+        self._check_not_rolled_back(head)
 
-    def verify(self) -> ChainReport:
-        return verify(self.iter_all(), head=self.head(), key=self.key)
+    def verify(self, *, expect: Expected | None = None) -> ChainReport:
+        return verify(self.iter_all(), head=self.head(), key=self.key, expect=expect)
 
-    def seal(self) -> Seal:
+    def seal(self, *, events: int, last_hash: str) -> Seal:
         """Key the head of a log written without AUDIT_KEY: the events so far are anchored by
-        it (the next keyed link covers their last hash), and every later event is keyed. Only
-        a log that checks out is sealed, since sealing vouches for it."""
+        it (the next keyed link covers their last hash), and every later event is keyed.
+
+        Sealing vouches for the log, and nothing in the database tells a log that was never
+        keyed from a keyed one rewritten without the key: the operator states what they vouch
+        for (``events`` and ``last_hash`` as an ``audit verify`` printed before the key
+        existed), and only a log that checks out and matches it is sealed."""
         if self.key is None:
             raise AuditChainError("AUDIT_KEY is required to seal the audit log")
         self._take_turn()
@@ -116,10 +179,16 @@ class AuditRepository:
         report = verify(self.iter_all(), head=head, key=None)
         if report.problem is not None or head is None:
             raise AuditChainError(f"audit log broken, not sealing it: {report.problem}")
+        if (report.checked, report.last_hash) != (events, last_hash.strip().lower()):
+            raise AuditChainError(
+                f"audit log not sealed: it is not the log you vouch for ({events} events ending "
+                f"at {last_hash.strip() or 'nothing'}); it was changed since that "
+                "`audit verify`, or it was keyed and rewritten without the key"
+            )
         head.keyed_from = head.event_count + 1
         head.mac = head_mac(head, self.key)
         self.session.flush()
-        return Seal(events=head.event_count, already=False)
+        return Seal(events=head.event_count, already=False, last_hash=head.last_hash)
 
     def iter_all(self, *, batch: int = 1000) -> Iterator[AuditEvent]:
         stmt = select(AuditEvent).order_by(AuditEvent.id).execution_options(yield_per=batch)

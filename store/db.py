@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +16,25 @@ from sqlalchemy.orm import Session, sessionmaker
 CONNECT_TIMEOUT = 10  # seconds, for the start-up check: an unreachable host fails in one line
 AUDIT_KEY_INFO = "audit_key"
 """``Session.info`` entry holding the AUDIT_KEY (bytes or None) the audit log is chained with."""
+AUDIT_SEEN_INFO = "audit_seen"
+"""``Session.info`` entry holding the process's :class:`HighWater` of committed audit events."""
+
+
+class HighWater:
+    """The highest count this process has seen; shared by every session of one ``Database``,
+    so a count going backwards (a restored older copy of a row) can be noticed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    def saw(self, value: int) -> None:
+        with self._lock:
+            self._value = max(self._value, value)
 
 
 class DatabaseUrlError(ValueError):
@@ -88,13 +109,21 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def check_database(database_url: str) -> None:
-    """Connect once, so that an unusable database is one clear line, not a traceback later."""
+def check_database(database_url: str, *, create: bool = True) -> None:
+    """Connect once, so that an unusable database is one clear line, not a traceback later.
+    ``create=False``: a SQLite file that does not exist is refused, not created empty (a
+    mistyped path must not leave a new database behind; a missing folder fails as it is)."""
     if is_sqlite(database_url):
         try:
-            sqlite_path(database_url)
+            path = sqlite_path(database_url)
         except DatabaseUrlError as exc:
             raise DatabaseUnavailableError(str(exc)) from None
+        folder_exists = os.path.isdir(os.path.dirname(os.path.abspath(path)))
+        if not create and folder_exists and not os.path.exists(path):
+            raise DatabaseUnavailableError(
+                f"DATABASE_URL: there is no SQLite database at {path}; check the path, or "
+                "create the store with approval-bot db upgrade"
+            )
     engine = create_db_engine(database_url, pool_size=1, connect_timeout=CONNECT_TIMEOUT)
     try:
         with engine.connect() as connection:
@@ -117,9 +146,12 @@ class Database:
         self, database_url: str, *, pool_size: int = 10, audit_key: bytes | None = None
     ) -> None:
         self.url = database_url
+        self.audit_key = audit_key
         self.engine = create_db_engine(database_url, pool_size=pool_size)
         self._sessions = sessionmaker(
-            self.engine, expire_on_commit=False, info={AUDIT_KEY_INFO: audit_key}
+            self.engine,
+            expire_on_commit=False,
+            info={AUDIT_KEY_INFO: audit_key, AUDIT_SEEN_INFO: HighWater()},
         )
 
     @property

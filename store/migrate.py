@@ -8,9 +8,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text, update
+from sqlalchemy import Connection, Engine, inspect, text, update
 
 from store.audit_chain import head_mac
+from store.audit_log import AuditRepository
+from store.db import Database
 from store.models import AUDIT_HEAD_ID, AuditHead
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -41,6 +43,27 @@ def upgrade(engine: Engine, *, audit_key: bytes | None = None) -> str:
         if created and audit_key is not None:
             _key_new_audit_log(connection, audit_key)
     return head_revision()
+
+
+def prepare(db: Database) -> str:
+    """Start-up: check AUDIT_KEY against an existing audit log *before* migrating, so a wrong
+    key changes nothing, then migrate and check again (a new store is keyed by the migration).
+    Raises ``AuditChainError`` saying what does not fit."""
+    if _has_audit_head(db.engine):
+        _check_audit_key(db)
+    revision = upgrade(db.engine, audit_key=db.audit_key)
+    _check_audit_key(db)
+    return revision
+
+
+def _has_audit_head(engine: Engine) -> bool:
+    with engine.connect() as connection:
+        return inspect(connection).has_table(AuditHead.__tablename__)
+
+
+def _check_audit_key(db: Database) -> None:
+    with db.transaction() as session:
+        AuditRepository(session).check_key()
 
 
 def _key_new_audit_log(connection: Connection, key: bytes) -> None:

@@ -131,27 +131,57 @@ def test_audit_verify_says_plainly_that_a_log_without_a_key_is_unkeyed(database,
 
 
 def test_a_key_introduced_on_an_existing_log_needs_a_seal(database, monkeypatch, capsys):
+    """The README's steps, as written: verify without the key, set it, verify (unsealed), seal
+    with the values printed first, verify (intact, with a fingerprint to keep)."""
     main(["db", "upgrade"])
     _record(database, "a", "b", key=None)
-    monkeypatch.setenv("AUDIT_KEY", AUDIT_KEY)
     capsys.readouterr()
-    assert main(["audit", "verify"]) == 1
-    assert "not keyed: if the key is new" in capsys.readouterr().out
+    assert main(["audit", "verify"]) == 3
+    out = capsys.readouterr().out
+    kept = out.split("keep: ")[1].split()
+    assert kept[:2] == ["--events", "2"] and kept[2] == "--last-hash" and len(kept[3]) == 64
+    monkeypatch.setenv("AUDIT_KEY", AUDIT_KEY)
+    assert main(["audit", "verify"]) == 4
+    out = capsys.readouterr().out
+    assert out.startswith("audit log unsealed: 2 events link up, but AUDIT_KEY is set")
+    assert "audit seal --events N --last-hash H" in out and kept[3] not in out
 
-    assert main(["audit", "seal"]) == 0
-    assert "sealed: its 2 events are anchored by AUDIT_KEY" in capsys.readouterr().out
+    assert main(["audit", "seal", "--events", "2", "--last-hash", "0" * 64]) == 2
+    assert "not the log you vouch for" in capsys.readouterr().err
+    assert main(["audit", "seal", *kept]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"audit log sealed: you vouched for 2 events ending at {kept[3]}"
+    )
     _record(database, "c")
     assert main(["audit", "verify"]) == 0
-    assert capsys.readouterr().out.startswith(
+    out = capsys.readouterr().out
+    assert out.startswith(
         "audit log intact: 3 events, keyed; the first 2, written before AUDIT_KEY was set, "
-        "are sealed by it"
+        "are sealed by it (head 3:"
     )
-    assert main(["audit", "seal"]) == 0
+    fingerprint = out.split("(head ")[1].split(";")[0]
+    assert main(["audit", "verify", "--expect", fingerprint]) == 0
+    capsys.readouterr()
+    assert main(["audit", "verify", "--expect", "4:" + fingerprint.split(":")[1]]) == 1
+    assert "newer events were removed" in capsys.readouterr().out
+    assert main(["audit", "verify", "--expect", "three"]) == 2
+    assert main(["audit", "seal", *kept]) == 0
     assert "already sealed" in capsys.readouterr().out
 
     monkeypatch.setenv("AUDIT_KEY", "x" * 40)  # another key
     assert main(["audit", "verify"]) == 1
     assert "head does not match AUDIT_KEY" in capsys.readouterr().out
+
+
+def test_audit_commands_do_not_create_a_mistyped_sqlite_file(monkeypatch, tmp_path, capsys):
+    missing = tmp_path / "typo.db"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{missing}")
+    for command in (["audit", "verify"], ["audit", "export"], ["db", "prune"]):
+        assert main(command) == 2
+        assert "there is no SQLite database at" in capsys.readouterr().err
+    assert not missing.exists()
+    assert main(["db", "upgrade"]) == 0
+    assert missing.exists()
 
 
 def test_audit_verify_catches_the_owner_cutting_the_tail_on_postgresql(

@@ -164,12 +164,37 @@ def test_a_downgrade_to_an_unkeyed_log_shows_and_stops_the_bot(store_url: str) -
         conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 1")
         recompute(conn, key=None)
     report = check(db)
-    assert not report.consistent and not report.intact
-    assert report.problem is not None and "AUDIT_KEY is set but the log's head is not keyed" in (
-        report.problem
-    )
+    assert report.unsealed and not report.intact
     with pytest.raises(AuditChainError, match="not keyed"):
         append(db, "d")
     with pytest.raises(AuditChainError, match="not keyed"), db.transaction() as s:
         AuditRepository(s).check_key()
+    db.dispose()
+
+
+def test_a_downgrade_that_leaves_the_heads_mac_is_named(store_url: str) -> None:
+    db = open_store(store_url)
+    append(db, "a", "b")
+    with behind_the_triggers(db) as conn:
+        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 1")
+        recompute(conn, key=None)
+        conn.execute(update(AuditHead).values(mac="f" * 64))
+    assert (
+        check(db).problem == "the head carries a MAC but no key fields: a keyed log was rewritten"
+    )
+    db.dispose()
+
+
+def test_a_recomputed_newest_event_of_an_unkeyed_log_does_not_match_its_head(
+    store_url: str,
+) -> None:
+    """The links before it still hold; only the head's newest hash shows the change."""
+    db = open_store(store_url, key=None)
+    append(db, "a", "b", "c")
+    with behind_the_triggers(db) as conn:
+        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 3")
+        relink(conn, first=3, last=3)
+    assert check(db).problem == (
+        "the newest event, 3, does not match the head: the head records 3 events ending at event 3"
+    )
     db.dispose()

@@ -9,7 +9,7 @@ from alembic.config import Config
 
 from store.audit_chain import AuditChainError, digest
 from store.db import Database
-from store.migrate import MIGRATIONS, upgrade
+from store.migrate import MIGRATIONS, current_revision, prepare, upgrade
 from store.models import AuditEvent, utcnow
 from store.repositories import AuditRepository
 from tests.store.audit_env import (
@@ -19,6 +19,7 @@ from tests.store.audit_env import (
     behind_the_triggers,
     check,
     open_store,
+    recompute,
     relink,
 )
 
@@ -56,18 +57,20 @@ def test_a_key_introduced_later_seals_the_earlier_events(store_url: str) -> None
     open_store(store_url, key=None).dispose()
     before = Database(store_url)
     append(before, "a", "b", "c")
+    kept = check(before)  # what `audit verify` printed before the key existed
     before.dispose()
     db = Database(store_url, audit_key=KEY)
-    with pytest.raises(AuditChainError, match="audit seal"), db.transaction() as s:
+    assert check(db).unsealed and not check(db).intact
+    with pytest.raises(AuditChainError, match="not keyed"), db.transaction() as s:
         AuditRepository(s).check_key()  # the bot will not start until the operator seals
     with db.transaction() as s:
-        seal = AuditRepository(s).seal()
-    assert (seal.events, seal.already) == (3, False)
+        seal = AuditRepository(s).seal(events=3, last_hash=kept.last_hash)
+    assert (seal.events, seal.already, seal.last_hash) == (3, False, kept.last_hash)
     append(db, "d", "e")
     report = check(db)
     assert report.intact and report.checked == 5 and report.sealed == 3
     with db.transaction() as s:
-        assert AuditRepository(s).seal().already
+        assert AuditRepository(s).seal(events=3, last_hash=kept.last_hash).already
 
     with behind_the_triggers(db) as conn:  # rewrite a sealed event and relink the unkeyed part
         conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 2")
@@ -88,8 +91,68 @@ def test_seal_refuses_a_log_that_does_not_check_out(store_url: str) -> None:
     db = Database(store_url, audit_key=KEY)
     refused = pytest.raises(AuditChainError, match="not sealing it: the newest 1 event")
     with refused, db.transaction() as s:
-        AuditRepository(s).seal()
+        AuditRepository(s).seal(events=1, last_hash="")
     db.dispose()
+
+
+def test_seal_vouches_only_for_the_log_the_operator_checked(store_url: str) -> None:
+    """Nothing in the database tells a never-keyed log from a keyed one rewritten without the
+    key, so sealing takes the count and last hash printed before the key existed."""
+    open_store(store_url, key=None).dispose()
+    before = Database(store_url)
+    append(before, "a", "b")
+    kept = check(before)
+    append(before, "c")  # written after the operator's check: not what they vouch for
+    before.dispose()
+    db = Database(store_url, audit_key=KEY)
+    for events, last_hash in ((2, kept.last_hash), (3, kept.last_hash), (3, "0" * 64)):
+        refused = pytest.raises(AuditChainError, match="not the log you vouch for")
+        with refused, db.transaction() as s:
+            AuditRepository(s).seal(events=events, last_hash=last_hash)
+    assert check(db).unsealed
+    db.dispose()
+
+
+def test_a_rewritten_keyed_log_cannot_be_sealed_with_the_kept_values(store_url: str) -> None:
+    """The intruder without the key rewrites a keyed log as plain SHA-256 and clears the head's
+    key fields; start-up does not advise sealing, and the seal refuses the operator's values."""
+    open_store(store_url, key=None).dispose()
+    before = Database(store_url)
+    append(before, "a", "b")
+    kept = check(before)
+    before.dispose()
+    db = Database(store_url, audit_key=KEY)
+    with db.transaction() as s:
+        AuditRepository(s).seal(events=2, last_hash=kept.last_hash)
+    append(db, "c", "d")
+    with behind_the_triggers(db) as conn:
+        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 3")
+        recompute(conn, key=None)
+    with pytest.raises(AuditChainError) as refused, db.transaction() as s:
+        AuditRepository(s).check_key()
+    assert "seal" not in str(refused.value) and "rewritten without the key" in str(refused.value)
+    refused_seal = pytest.raises(AuditChainError, match="not the log you vouch for")
+    with refused_seal, db.transaction() as s:
+        AuditRepository(s).seal(events=2, last_hash=kept.last_hash)
+    assert not check(db).intact
+    db.dispose()
+
+
+def test_a_wrong_key_is_refused_before_the_schema_changes(store_url: str) -> None:
+    """Start-up checks the key against an existing log before migrating it."""
+    db = open_store(store_url)
+    append(db, "a")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.stamp(config, "0006")  # as if a newer release brought a migration
+    db.dispose()
+    wrong = Database(store_url, audit_key=INTRUDER_KEY)
+    with pytest.raises(AuditChainError, match="another key"):
+        prepare(wrong)
+    assert current_revision(wrong.engine) == "0006"
+    wrong.dispose()
 
 
 def test_an_existing_log_is_anchored_by_the_upgrade(store_url: str) -> None:
