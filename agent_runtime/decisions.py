@@ -47,6 +47,9 @@ class Attempt:
     edited_args: dict[str, Any] | None = None
     card: MessageRef | None = None
     """The message clicked, when the decision came from a button on the card."""
+    via: dict[str, str] | None = None
+    """What one click asked for, when it decides several actions (e.g. ``{"via":
+    "approve_all", "attempt": ...}``): copied into each audit row so they group as one."""
 
 
 def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
@@ -197,6 +200,7 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
                     "decision": attempt.decision,
                     "seen_hash": attempt.seen_hash,
                     "current_hash": action.bound_hash if action else None,
+                    **(attempt.via or {}),
                 },
             )
             current = approval_view(request) if request is not None else None
@@ -266,6 +270,7 @@ def _apply(
             "seen_hash": attempt.seen_hash,
             "action_hash": action.bound_hash,
             "outcome": action.outcome,
+            **(attempt.via or {}),
         },
     )
 

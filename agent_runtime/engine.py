@@ -273,7 +273,13 @@ class ApprovalEngine:
         )
 
     def record_refusal(
-        self, *, request_id: str, actor: Actor, refusal: Refusal, decision: str
+        self,
+        *,
+        request_id: str,
+        actor: Actor,
+        refusal: Refusal,
+        decision: str,
+        via: dict[str, str] | None = None,
     ) -> None:
         """Audit an attempt refused before it reached one action (e.g. a stale Approve all)."""
         with self.db.transaction() as s:
@@ -286,7 +292,7 @@ class ApprovalEngine:
                 run_id=request.run_id if request else None,
                 request_id=request_id if request else None,
                 reason=refusal.value,
-                detail={"decision": decision},
+                detail={"decision": decision, **(via or {})},
             )
 
     def record_dropped(
@@ -343,9 +349,11 @@ class ApprovalEngine:
         message: str | None = None,
         edited_args: dict[str, Any] | None = None,
         card: MessageRef | None = None,
+        via: dict[str, str] | None = None,
     ) -> DecisionResult:
         """Record a decision on the version the reviewer saw, update the card, and resume if
-        this completed the request. ``card``: the message clicked, if the click came from one."""
+        this completed the request. ``card``: the message clicked, if the click came from one;
+        ``via``: the one attempt this decision is part of (kept in its audit row)."""
         attempt = decisions.Attempt(
             actor=actor,
             decision=decision,
@@ -353,6 +361,7 @@ class ApprovalEngine:
             message=message,
             edited_args=edited_args,
             card=card,
+            via=via,
         )
         result = decisions.record(self, action_id=action_id, attempt=attempt)
         if result.refusal is Refusal.POLICY_CHANGED and result.current is not None:

@@ -67,7 +67,10 @@ class Bot:
         deadline = time.monotonic() + timeout
         if not self.listeners.wait_idle(timeout=timeout):
             return False
-        return self.services.executor.wait_idle(timeout=max(0.0, deadline - time.monotonic()))
+        for pool in (self.services.executor, self.services.notices):
+            if not pool.wait_idle(timeout=max(0.0, deadline - time.monotonic())):
+                return False
+        return True
 
     def close(self, *, drain_seconds: float = 30.0) -> None:
         """Finish in-flight work (listeners, resumes, runs) before closing the store."""
@@ -76,6 +79,7 @@ class Bot:
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
         self.listeners.shutdown(wait=False)
         self.services.executor.shutdown(wait=False)
+        self.services.notices.shutdown(wait=False)
         close_checkpointer(self.runtime.checkpointer)
         self.db.dispose()
 

@@ -223,10 +223,10 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     bot.start_background()
     stop = threading.Event()
     if socket_mode:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
+        from bot.socket_mode import CheckedSocketModeHandler
 
         assert settings.slack_app_token is not None
-        handler = SocketModeHandler(bot.app, settings.slack_app_token.get_secret_value())
+        handler = CheckedSocketModeHandler(bot, settings.slack_app_token.get_secret_value())
         handler.connect()
         logger.info("serving in Socket Mode")
         _wait_for_signal(stop)

@@ -42,14 +42,15 @@ class InFlight:
 class BoundedExecutor:
     """At most ``workers`` running and ``queue`` waiting; beyond that ``submit`` says no."""
 
-    def __init__(self, *, workers: int, queue: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="approval-worker")
+    def __init__(self, *, workers: int, queue: int, name: str = "approval-worker") -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self._name = name
         self._slots = threading.BoundedSemaphore(workers + queue)
         self._tasks = InFlight()
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any] | None:
         if not self._slots.acquire(blocking=False):
-            logger.warning("worker pool full; refusing %s", getattr(fn, "__name__", fn))
+            logger.warning("%s pool full; refusing %s", self._name, getattr(fn, "__name__", fn))
             return None
         self._tasks.begin()
         try:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.request.internals import parse_body
+from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import text
 from waitress.server import TcpWSGIServer, create_server
 
 from bot.app import Bot
+from bot.listeners.payloads import MalformedPayload, parse_payload
 
 logger = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
@@ -23,6 +27,8 @@ class Frontend:
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
         self.slack = SlackRequestHandler(bot.app, path="/slack/events")
+        secret = bot.settings.slack_signing_secret
+        self.verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -45,11 +51,36 @@ class Frontend:
         """Bolt parses the body after checking the signature; a signed body it cannot parse
         (not an object, no payload, wrong types) is the sender's error, not ours: 400."""
         try:
+            if self._malformed(environ):
+                return self._refuse(start_response)
             return self.slack(environ, start_response)
         except Exception:
             logger.warning("malformed Slack request refused", exc_info=True)
-            self.bot.services.metrics.inc("malformed_requests")
-            return _reply(start_response, "400 Bad Request", "malformed request\n")
+            return self._refuse(start_response)
+
+    def _refuse(self, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        self.bot.services.metrics.inc("malformed_requests")
+        return _reply(start_response, "400 Bad Request", "malformed request\n")
+
+    def _malformed(self, environ: dict[str, Any]) -> bool:
+        """A signed body whose shape Bolt's own middleware would trip over (e.g. an event that
+        is not an object) is refused here, before Bolt sees it. Unsigned bodies go on to Bolt,
+        which answers 401; the body is put back for it."""
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        environ["wsgi.input"] = io.BytesIO(raw)
+        headers = {
+            "x-slack-request-timestamp": str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")),
+            "x-slack-signature": str(environ.get("HTTP_X_SLACK_SIGNATURE", "")),
+        }
+        if not self.verifier.is_valid_request(raw, headers):
+            return False
+        try:
+            parse_payload(parse_body(raw.decode("utf-8"), environ.get("CONTENT_TYPE")))
+        except (MalformedPayload, ValueError):
+            logger.warning("malformed signed Slack request refused", exc_info=True)
+            return True
+        return False
 
     def _health(self, start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:

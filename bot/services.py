@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 from agent_runtime.authorization import Actor
 from agent_runtime.engine import ApprovalEngine
 from bot.directory import UsergroupDirectory
-from bot.errors import BUSY_CLICK
+from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,16 @@ class Drop:
     notice: str = BUSY_CLICK
 
 
+NOTICE_WORKERS = 2
+NOTICE_QUEUE = 256
+NOTICE_TIMEOUT = 3
+"""Seconds a busy or error notice may take; it is not retried (the user can click again)."""
+
+
+def _notices() -> BoundedExecutor:
+    return BoundedExecutor(workers=NOTICE_WORKERS, queue=NOTICE_QUEUE, name="approval-notice")
+
+
 @dataclass
 class BotServices:
     engine: ApprovalEngine
@@ -64,6 +74,20 @@ class BotServices:
     client: WebClient
     metrics: Metrics = field(default_factory=Metrics)
     directory: UsergroupDirectory | None = None
+    notices: BoundedExecutor = field(default_factory=_notices)
+    """Drop audits and notices: off the threads that ack Slack, and never in the way of
+    decisions (a full worker pool is when they are needed)."""
+    notice_client: WebClient | None = None
+
+    def __post_init__(self) -> None:
+        if self.notice_client is None:
+            # No retry handlers: a notice that fails or is slow is logged, not repeated.
+            self.notice_client = WebClient(
+                token=self.client.token,
+                base_url=self.client.base_url,
+                timeout=NOTICE_TIMEOUT,
+                retry_handlers=[],
+            )
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
         """Hand slow work to our pool; ``False`` if it is full (nothing was started)."""
@@ -72,14 +96,36 @@ class BotServices:
         self.metrics.inc("busy_refusals")
         return False
 
-    def run_later(self, drop: Drop, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
-        """``submit``, and if the pool is full, audit the drop and tell the user to retry.
-        Called after the ack, so the notice never delays it."""
-        if self.submit(fn, *args, **kwargs):
+    def run(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> bool:
+        """``submit`` a listener's work so that an error in it reaches its user."""
+        return self.submit(self._guarded, drop, fn, *args, **kwargs)
+
+    def run_later(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> bool:
+        """``run``, and if the pool is full, audit the drop and tell the user to retry, both
+        on the notice pool: the listener's thread does no I/O for a drop."""
+        if self.run(drop, fn, *args, **kwargs):
             return True
-        self.record_drop(drop)
-        self.tell_busy(drop)
+        self.dropped(drop, tell=True)
         return False
+
+    def dropped(self, drop: Drop, *, tell: bool) -> None:
+        """Audit a drop (and tell its user) in the background; if even that pool is full,
+        the drop is logged and counted."""
+        if self.notices.submit(self._handle_drop, drop, tell) is None:
+            self.metrics.inc("drop_notices_lost")
+            logger.warning("notice pool full: %s by %s not audited", drop.what, drop.actor.user_id)
+
+    def _handle_drop(self, drop: Drop, tell: bool) -> None:
+        self.record_drop(drop)
+        if tell:
+            self.tell(drop, drop.notice)
+
+    def _guarded(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception as exc:
+            logger.exception("%s by %s failed", drop.what, drop.actor.user_id)
+            self.tell(drop, user_message(exc))
 
     def record_drop(self, drop: Drop) -> None:
         try:
@@ -92,21 +138,23 @@ class BotServices:
         except Exception:
             logger.exception("could not audit a dropped %s by %s", drop.what, drop.actor.user_id)
 
-    def tell_busy(self, drop: Drop) -> None:
-        """An ephemeral where the user clicked (for a click in a modal: the card's channel)."""
+    def tell(self, drop: Drop, text: str) -> None:
+        """An ephemeral where the user clicked (for a click in a modal: the card's channel),
+        once, with a short time limit."""
         try:
             if drop.reply is not None:
-                drop.reply(drop.notice)
+                drop.reply(text)
                 return
             channel = drop.channel or self._card_channel(drop)
             if channel is None:
-                logger.warning("no channel to tell %s the bot is busy", drop.actor.user_id)
+                logger.warning("no channel to tell %s: %s", drop.actor.user_id, text)
                 return
-            self.client.chat_postEphemeral(
-                channel=channel, user=drop.actor.user_id, text=drop.notice
+            assert self.notice_client is not None
+            self.notice_client.chat_postEphemeral(
+                channel=channel, user=drop.actor.user_id, text=text
             )
         except Exception:
-            logger.exception("could not tell %s the bot is busy", drop.actor.user_id)
+            logger.exception("could not tell %s: %s", drop.actor.user_id, text)
 
     def _card_channel(self, drop: Drop) -> str | None:
         if drop.action_id:

@@ -10,6 +10,9 @@ from bot.blocks.arguments import pretty
 from bot.ids import ActionId, BlockId, choice_value
 from bot.text import plain_text
 
+KEY_CHARS = 24
+VALUE_CHARS = 60
+
 
 def action_buttons(
     approval: ApprovalView, action: ActionView, *, truncated: bool
@@ -39,23 +42,27 @@ def action_buttons(
 
 
 def confirm_dialog(action: ActionView) -> dict[str, Any]:
-    """Names exactly what is being approved: the tool, its arguments and the version."""
+    """Names exactly what is being approved. The bot's own words (tool, version, how many
+    arguments) come first and whole; the agent's argument names and values follow, each cut
+    short, so no argument can pose as the bot's question."""
     shown = action.edited_args if action.edited_args is not None else action.args
-    summary = ", ".join(f"{k}={_short(v)}" for k, v in shown.items()) or "no arguments"
+    count = f"{len(shown)} argument{'' if len(shown) == 1 else 's'}"
+    own = f"Approve {action.tool_name}, version {action.action_hash[:12]}, with {count}?"
+    summary = ", ".join(
+        f"{_short(k, KEY_CHARS)}={_short(v, VALUE_CHARS)}" for k, v in shown.items()
+    )
     return {
         "title": {"type": "plain_text", "text": "Approve a high-risk action?"},
-        "text": plain_text(
-            f"Approve {action.tool_name}({summary}), version {action.action_hash[:12]}?", 300
-        ),
+        "text": plain_text(f"{own} Arguments: {summary}" if summary else own, 300),
         "confirm": {"type": "plain_text", "text": "Approve"},
         "deny": {"type": "plain_text", "text": "Cancel"},
         "style": "primary",
     }
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, limit: int) -> str:
     text = pretty(value) if isinstance(value, dict | list) else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def approve_all_row(approval: ApprovalView) -> dict[str, Any] | None:

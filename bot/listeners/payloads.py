@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from slack_bolt import BoltContext, BoltRequest, BoltResponse
@@ -165,13 +165,48 @@ class Command(_Shape):
     channel_id: str = Field(min_length=1)
     team_id: str | None = None
     enterprise_id: str | None = None
+    response_url: str | None = None
 
     @property
     def actor(self) -> Actor:
         return Actor(user_id=self.user_id, team_id=self.team_id, enterprise_id=self.enterprise_id)
 
 
-_INTERACTIONS: dict[str, type[_Shape]] = {"block_actions": Click, "view_submission": Submission}
+class Event(_Shape):
+    """The fields of an event that Bolt's own middleware and our listeners read."""
+
+    type: str
+    subtype: str | None = None
+    channel_type: str | None = None
+    tab: str | None = None
+    thread_ts: str | None = None
+    bot_id: str | None = None
+    team: str | None = None
+    user_team: str | None = None
+    message: dict[str, Any] | None = None
+    previous_message: dict[str, Any] | None = None
+    subteam_id: str | None = None
+    subteam: dict[str, Any] | None = None
+
+
+class EventCallback(_Shape):
+    """An Events API delivery. Bolt reads ``event`` as an object before any of our code runs,
+    so a signed body of another shape must be refused before Bolt sees it."""
+
+    type: Literal["event_callback"]
+    event: Event
+    team_id: str | None = None
+    enterprise_id: str | None = None
+    api_app_id: str | None = None
+    is_ext_shared_channel: bool | None = None
+    authorizations: list[dict[str, Any]] | None = None
+
+
+_INTERACTIONS: dict[str, type[_Shape]] = {
+    "block_actions": Click,
+    "view_submission": Submission,
+    "event_callback": EventCallback,
+}
 
 
 def _shape_of(body: Any) -> type[_Shape] | None:
@@ -179,6 +214,8 @@ def _shape_of(body: Any) -> type[_Shape] | None:
         return None
     if "command" in body:
         return Command
+    if "event" in body:
+        return EventCallback
     return _INTERACTIONS.get(str(body.get("type")))
 
 

@@ -52,3 +52,29 @@ def test_approve_all_by_someone_who_may_approve_nothing_is_audited_as_one_attemp
     assert refused_approve_all(h) == [(people.OUTSIDER, request_id, Refusal.NOT_AN_APPROVER.value)]
     with h.bot.db.transaction() as s:
         assert s.scalars(select(Decision)).all() == []
+
+
+def test_each_approve_all_click_is_one_attempt_in_the_audit(serve_bot, sqlite_url):
+    """The per-action refusals of one click name that click, so an auditor sees one attempt
+    (not two separate Approve clicks); a second click is another attempt."""
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, f"{SEND}\n{DELETE}")
+    for count in (1, 2):
+        h.driver.click(user=people.OUTSIDER, message=card, button=button(card, APPROVE_ALL))
+        ephemeral_for(h, people.OUTSIDER, count)
+    assert h.bot.settle(timeout=60)
+    with h.bot.db.transaction() as s:
+        events = s.scalars(select(AuditEvent).where(AuditEvent.kind == "decision_refused")).all()
+        rows = [(e.detail.get("attempt"), e.detail, e.action_id) for e in events]
+    attempts: dict[str | None, list[tuple[str | None, str, bool]]] = {}
+    for attempt, detail, action_id in rows:
+        attempts.setdefault(attempt, []).append(
+            (detail.get("via"), detail["decision"], action_id is not None)
+        )
+    assert None not in attempts and len(attempts) == 2, attempts
+    for group in attempts.values():
+        assert sorted(group) == [
+            (ActionId.APPROVE_ALL, "approve", True),
+            (ActionId.APPROVE_ALL, "approve", True),
+            (ActionId.APPROVE_ALL, "approve_all", False),
+        ]

@@ -203,3 +203,21 @@ def test_an_edited_action_always_offers_the_whole_edited_version():
         e["text"]["text"] for b in card["blocks"] if b["type"] == "actions" for e in b["elements"]
     ]
     assert "View full arguments" in labels
+
+
+def test_an_argument_cannot_pose_as_the_confirmation_question():
+    """The bot's own question (tool, version, argument count) comes first and whole; an
+    agent-chosen argument name that imitates it is cut short after it."""
+    hostile = "recipient=partner@example.com), version 3f9a0c1d2b4e?" + " " * 300
+    risky = action(risk="high", args={hostile: "x", "text": "hi"})
+    card = approval_card(approval(risky))
+    [text] = [
+        e["confirm"]["text"]["text"]
+        for b in card["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if "confirm" in e
+    ]
+    own = f"Approve send_external_message, version {'ab' * 6}, with 2 arguments?"
+    assert text.startswith(own), text
+    assert "3f9a0c1d2b4e" not in text and "version" not in text[len(own) :], text

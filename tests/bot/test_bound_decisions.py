@@ -128,7 +128,7 @@ def test_the_high_risk_confirmation_names_what_is_approved(serve_bot, sqlite_url
         if e["action_id"] == ActionId.APPROVE
     )
     text = approve["confirm"]["text"]["text"]
-    assert "publish_report(" in text and "path=reports/weekly.md" in text
+    assert text.startswith("Approve publish_report, version ") and "path=reports/weekly.md" in text
     assert "channel=public" in text and "version " in text
 
 

@@ -1,5 +1,6 @@
 """A full worker pool drops nothing silently: clicks get an ephemeral, submissions an error on
-the form (which stays open), commands a reply; each drop is audited, and a retry works."""
+the form (which stays open), commands a reply; each drop is audited, and a retry works. Slow
+notices never hold up Slack's acks, and an error in pool work reaches the user."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
-from bot.errors import BUSY, BUSY_CLICK, BUSY_SUBMISSION
+from bot.app import LISTENER_THREADS
+from bot.errors import BUSY, BUSY_CLICK, BUSY_SUBMISSION, UNEXPECTED
 from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
+from store.audit_chain import AuditChainError
 from store.models import AuditEvent, Decision
 from tests.bot.flows import SEND, button, open_modal, result_message, start_run
 from tests.conftest import Harness
@@ -45,6 +48,7 @@ def free(h: Harness, release: threading.Event) -> None:
 
 def drops(h: Harness) -> list[AuditEvent]:
     assert h.bot.listeners.wait_idle(timeout=TIMEOUT), "listeners still at work"
+    assert h.bot.services.notices.wait_idle(timeout=TIMEOUT), "drops still being audited"
     with h.bot.db.transaction() as s:
         found = s.scalars(select(AuditEvent).where(AuditEvent.kind == "request_dropped")).all()
         s.expunge_all()
@@ -175,3 +179,62 @@ def test_a_dropped_slash_command_is_answered_and_audited(busy):
     free(h, release)
     _root, card = start_run(h, SEND)
     assert buttons(card)
+
+
+def test_slow_busy_notices_never_delay_acks_and_each_drop_is_told_and_audited_once(busy):
+    """Every busy notice is held by Slack: more clicks than Bolt has listener threads are
+    still acked (a late ack is Bolt's 404), then each is told once and audited once."""
+    h, release = busy
+    _root, card = start_run(h, SEND)
+    approve = button(card, "Approve")
+    fill(h, release)
+    clicks = LISTENER_THREADS + 4
+    held = [h.sandbox.misbehave("chat.postEphemeral", hold=True) for _ in range(clicks)]
+
+    replies = [
+        h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve).status
+        for _ in range(clicks)
+    ]
+    assert replies == [200] * clicks
+    assert held[0].reached.wait(TIMEOUT), "a notice is on its way"
+    for notice in held:
+        notice.release.set()
+
+    assert len(drops(h)) == clicks
+    told = h.state.ephemerals_for(people.RELEASE_MANAGER)
+    assert [e.text for e in told] == [BUSY_CLICK] * clicks
+    assert decisions(h) == 0
+
+
+def test_a_dropped_slash_command_without_a_response_url_is_told_in_its_channel(busy):
+    h, release = busy
+    fill(h, release)
+    form = {
+        "team_id": "T0SANDBOX",
+        "channel_id": people.CHANNEL,
+        "user_id": people.REQUESTER,
+        "command": "/agent",
+        "text": SEND,
+    }
+    assert h.driver.post(urlencode(form)).status == 200
+    [dropped] = drops(h)
+    assert dropped.detail == {"dropped": "/agent"}
+    told = h.state.wait_for(lambda: h.state.ephemerals_for(people.REQUESTER))
+    assert [(e.channel, e.text) for e in told] == [(people.CHANNEL, BUSY)]
+
+
+def test_an_error_in_a_decision_reaches_the_reviewer(serve_bot, sqlite_url, monkeypatch):
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+
+    def broken_audit(**_kw: object) -> None:
+        raise AuditChainError("the audit chain does not verify")
+
+    monkeypatch.setattr(h.bot.services.engine, "decide", broken_audit)
+    reply = h.driver.click(
+        user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
+    )
+    assert reply.status == 200
+    told = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))
+    assert [(e.channel, e.text) for e in told] == [(card.channel, UNEXPECTED)]
+    assert decisions(h) == 0

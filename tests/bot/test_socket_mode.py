@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from unittest.mock import ANY
 
 from agent_runtime.agents.workspace import Workspace
 from bot.sandbox import people
@@ -40,6 +41,10 @@ def test_serve_with_app_token_works_over_socket_mode(tmp_path: Path):
         threading.Thread(target=proc.stderr.read, daemon=True).start()
         state = sandbox.state
         driver = SlackDriver(sandbox=sandbox)  # no URL: deliveries go over the WebSocket
+        assert sandbox.socket_mode is not None
+        for event in ("x", [1]):  # acked (not redelivered for ever), and nothing else happens
+            bad = {"type": "event_callback", "team_id": "T0SANDBOX", "event": event}
+            assert sandbox.socket_mode.send("events_api", bad, timeout=30) == {"envelope_id": ANY}
 
         driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
         root = state.wait_for(lambda: next(iter(state.top_level(people.CHANNEL)), None))

@@ -8,6 +8,7 @@ import json
 import time
 from urllib.parse import urlencode
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,9 +43,30 @@ def _block_action(card, action_id, value, *, user=None, team=None, drop=()):  # 
     return payload
 
 
+event_bodies = st.builds(
+    lambda event, extra: json.dumps({"type": "event_callback", "event": event, **extra}),
+    st.one_of(
+        json_values,
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["subteam_updated", "message", "app_home_opened"])},
+            optional={
+                key: json_values
+                for key in ("subteam", "subteam_id", "message", "team", "user_team", "channel")
+            },
+        ),
+    ),
+    st.dictionaries(
+        st.sampled_from(["team_id", "enterprise_id", "authorizations", "is_ext_shared_channel"]),
+        json_values,
+        max_size=2,
+    ),
+)
+
+
 @HOSTILE_SETTINGS
 @given(
     body=st.one_of(
+        event_bodies,
         st.text(max_size=200),
         st.builds(lambda v: urlencode({"payload": json.dumps(v)}), json_values),
         st.builds(lambda v: urlencode({"payload": v}), st.text(max_size=100)),
@@ -63,6 +85,18 @@ def test_signed_garbage_never_gets_a_5xx_or_changes_state(paused, body, content_
     before = snapshot(h)
     reply = h.driver.post(body, content_type=content_type)
     assert reply.status < 500, (reply.status, body)
+    assert snapshot(h) == before
+
+
+@pytest.mark.parametrize(
+    "event",
+    ["x", [1], None, 3, {"type": 1}, {"no": "type"}, {"type": "subteam_updated", "subteam": "x"}],
+)
+def test_a_signed_event_that_is_not_an_event_object_is_a_400(paused, event):
+    h, _card = paused
+    before = snapshot(h)
+    body = json.dumps({"type": "event_callback", "team_id": "T0SANDBOX", "event": event})
+    assert h.driver.post(body, content_type="application/json").status == 400
     assert snapshot(h) == before
 
 

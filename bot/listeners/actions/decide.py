@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from slack_bolt import Ack, BoltContext
@@ -12,7 +13,7 @@ from agent_runtime.views import versions_digest
 from bot.blocks.approval_card import shown_on_card
 from bot.blocks.notices import stale_notice
 from bot.errors import refusal_text
-from bot.ids import parse_choice
+from bot.ids import ActionId, parse_choice
 from bot.listeners.actions.review import refresh_review
 from bot.listeners.payloads import Click, payload_of
 from bot.services import BotServices, services_of
@@ -104,7 +105,8 @@ def approve_all(
 ) -> None:
     """Approve the actions the card showed, at the versions it showed, if the reviewer may;
     a card that changed since is refused whole. Each refused attempt is audited: as a whole
-    here, action by action by the engine."""
+    here, action by action by the engine, every row naming this one attempt."""
+    via = {"via": ActionId.APPROVE_ALL, "attempt": uuid.uuid4().hex}
     approval = services.engine.approval(request_id)
     approvable = approval.approvable if approval is not None else ()
     unseen = {a.id for a in approvable} - shown_on_card(approval) if approval else set()
@@ -114,7 +116,7 @@ def approve_all(
     elif unseen or digest != versions_digest(approvable):
         refusal = Refusal.STALE_VERSION
     if refusal is not None:
-        _refuse_all(services, request_id, actor, refusal)
+        _refuse_all(services, request_id, actor, refusal, via=via)
         tell(services, channel, actor.user_id, text=refusal_text(refusal))
         return
     approved, refusals = 0, list[Refusal]()
@@ -125,6 +127,7 @@ def approve_all(
             decision="approve",
             seen_hash=action.action_hash,
             card=card,
+            via=via,
         )
         if result.refusal is None:
             approved += 1
@@ -132,9 +135,8 @@ def approve_all(
             refusals.append(result.refusal)
     services.metrics.inc("decisions_recorded", approved)
     if not approved:
-        _refuse_all(
-            services, request_id, actor, refusals[0] if refusals else Refusal.ALREADY_DECIDED
-        )
+        first = refusals[0] if refusals else Refusal.ALREADY_DECIDED
+        _refuse_all(services, request_id, actor, first, via=via)
     if refusals or not approved:
         tell(
             services,
@@ -145,10 +147,17 @@ def approve_all(
         )
 
 
-def _refuse_all(services: BotServices, request_id: str, actor: Actor, refusal: Refusal) -> None:
+def _refuse_all(
+    services: BotServices,
+    request_id: str,
+    actor: Actor,
+    refusal: Refusal,
+    *,
+    via: dict[str, str],
+) -> None:
     services.metrics.inc("decisions_refused")
     services.engine.record_refusal(
-        request_id=request_id, actor=actor, refusal=refusal, decision="approve_all"
+        request_id=request_id, actor=actor, refusal=refusal, decision="approve_all", via=via
     )
 
 

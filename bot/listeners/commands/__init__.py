@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from slack_bolt import Ack, App, BoltContext, Respond
 
-from agent_runtime.authorization import Actor
 from bot.blocks.messages import run_root_message
 from bot.errors import BUSY, user_message
 from bot.ids import SLASH_COMMAND
@@ -32,20 +31,29 @@ def on_agent_command(ack: Ack, context: BoltContext, respond: Respond) -> None:
     services = services_of(context)
     actor = command.actor
     services.metrics.inc("slash_commands")
-    drop = Drop(actor=actor, what=SLASH_COMMAND, reply=respond, notice=BUSY)
-    services.run_later(drop, start_run, services, actor, command.channel_id, text, respond)
+    # Without a response_url Bolt gives no ``respond``: tell in the command's channel instead.
+    drop = Drop(
+        actor=actor,
+        what=SLASH_COMMAND,
+        channel=command.channel_id,
+        reply=respond if command.response_url else None,
+        notice=BUSY,
+    )
+    services.run_later(drop, start_run, services, drop, text)
 
 
-def start_run(
-    services: BotServices, actor: Actor, channel_id: str, text: str, respond: Respond
-) -> None:
+def start_run(services: BotServices, drop: Drop, text: str) -> None:
+    """Errors before the run is under way are told to the requester; later ones are the
+    run's own (its thread says how it ended)."""
+    channel_id = drop.channel
+    assert channel_id is not None
     try:
-        run = services.engine.start_run(actor=actor, channel_id=channel_id, text=text)
+        run = services.engine.start_run(actor=drop.actor, channel_id=channel_id, text=text)
         root = services.client.chat_postMessage(
             channel=channel_id, **run_root_message(run), **NO_UNFURL
         )
         services.engine.set_thread(run.id, root["ts"])
     except Exception as exc:
-        respond(text=user_message(exc), response_type="ephemeral")
+        services.tell(drop, user_message(exc))
         return
     services.engine.execute_run(run.id)

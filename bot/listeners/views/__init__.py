@@ -44,13 +44,14 @@ def _hand_off(
     """Decide in our pool, or, if it is full, keep the modal open and audit the drop."""
     action_id, seen = parse_choice(submission.view.private_metadata)
     actor = submission.actor
-    if services.submit(
-        decide, services, action_id, seen, actor, None, decision=decision, **details
+    drop = Drop(actor=actor, what=submission.view.callback_id, action_id=action_id)
+    if services.run(
+        drop, decide, services, action_id, seen, actor, None, decision=decision, **details
     ):
         ack()
         return
     ack(**busy_response(submission.view))
-    services.record_drop(Drop(actor=actor, what=submission.view.callback_id, action_id=action_id))
+    services.dropped(drop, tell=False)
 
 
 def _submit_text(
