@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from bot.app import LISTENER_THREADS
-from bot.errors import BUSY, BUSY_CLICK, BUSY_SUBMISSION, UNEXPECTED
+from bot.errors import AUDIT_UNWRITABLE, BUSY, BUSY_CLICK, BUSY_SUBMISSION, UNEXPECTED
 from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
@@ -223,18 +223,27 @@ def test_a_dropped_slash_command_without_a_response_url_is_told_in_its_channel(b
     assert [(e.channel, e.text) for e in told] == [(people.CHANNEL, BUSY)]
 
 
-def test_an_error_in_a_decision_reaches_the_reviewer(serve_bot, sqlite_url, monkeypatch):
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (AuditChainError("the audit chain does not verify"), AUDIT_UNWRITABLE),
+        (RuntimeError("something nobody planned for"), UNEXPECTED),
+    ],
+)
+def test_an_error_in_a_decision_reaches_the_reviewer(
+    serve_bot, sqlite_url, monkeypatch, error, expected
+):
     h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
 
-    def broken_audit(**_kw: object) -> None:
-        raise AuditChainError("the audit chain does not verify")
+    def broken(**_kw: object) -> None:
+        raise error
 
-    monkeypatch.setattr(h.bot.services.engine, "decide", broken_audit)
+    monkeypatch.setattr(h.bot.services.engine, "decide", broken)
     reply = h.driver.click(
         user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
     )
     assert reply.status == 200
     told = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))
-    assert [(e.channel, e.text) for e in told] == [(card.channel, UNEXPECTED)]
+    assert [(e.channel, e.text) for e in told] == [(card.channel, expected)]
     assert decisions(h) == 0
