@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent_runtime.policy import REQUESTER_ROLE, Policy
+from store.statuses import ActionOutcome, DecisionType, RequestStatus
 
 
 class Refusal(enum.StrEnum):
@@ -83,7 +84,7 @@ def check_decision(
     """Every rule a click must pass, in the order a reviewer would want to be told."""
     if facts.team_id and actor.team_id and facts.team_id != actor.team_id:
         return Refusal.OTHER_WORKSPACE
-    if facts.request_status != "pending" or facts.outcome is not None:
+    if facts.request_status != RequestStatus.PENDING or facts.outcome is not None:
         return Refusal.ALREADY_DECIDED
     if now >= facts.expires_at:
         return Refusal.EXPIRED
@@ -92,17 +93,22 @@ def check_decision(
         return refusal
     if decision not in facts.allowed_decisions:
         return Refusal.DECISION_NOT_ALLOWED
-    if decision in ("approve", "edit") and actor.user_id in facts.approvers_so_far:
+    if (
+        decision in (DecisionType.APPROVE, DecisionType.EDIT)
+        and actor.user_id in facts.approvers_so_far
+    ):
         return Refusal.ALREADY_APPROVED
     return None
 
 
-def outcome_after(decision: str, *, distinct_approvers: int, approvals_required: int) -> str | None:
+def outcome_after(
+    decision: str, *, distinct_approvers: int, approvals_required: int
+) -> ActionOutcome | None:
     """Reject is a veto; approvals count until the required number of distinct reviewers."""
-    if decision == "reject":
-        return "rejected"
-    if decision == "respond":
-        return "responded"
+    if decision == DecisionType.REJECT:
+        return ActionOutcome.REJECTED
+    if decision == DecisionType.RESPOND:
+        return ActionOutcome.RESPONDED
     if distinct_approvers >= approvals_required:
-        return "edited" if decision == "edit" else "approved"
+        return ActionOutcome.EDITED if decision == DecisionType.EDIT else ActionOutcome.APPROVED
     return None

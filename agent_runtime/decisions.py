@@ -1,30 +1,31 @@
-"""Authorizing and recording decisions. ``ApprovalEngine`` delegates here.
+"""Authorizing and recording decisions, each on the version its reviewer saw.
 
 The move pending -> resuming is a conditional update taken in the same transaction, under the
 request's row lock, that records the last required decision: whatever the concurrency, one caller
-completes an approval, and only that caller resumes it (see ``resume``).
+completes an approval, and only that caller resumes it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
-from agent_runtime.constraints import violations
+from agent_runtime.claims import Claims
+from agent_runtime.edits import EditRules
 from agent_runtime.errors import MembershipUnconfirmed
 from agent_runtime.notifier import MessageRef
-from agent_runtime.schemas import InvalidArguments
+from agent_runtime.policy import Policy
 from agent_runtime.views import ApprovalView, approval_view
 from agent_runtime.wire import action_hash
+from store.db import Database
 from store.models import Action, ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
-
-if TYPE_CHECKING:
-    from agent_runtime.engine import ApprovalEngine
+from store.statuses import ActionOutcome, DecisionType, RequestStatus
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class DecisionResult:
     refusal: Refusal | None
     approval: ApprovalView | None = None
     completed: bool = False
+    """This decision completed the request and this process claimed it: resume it."""
     current: ApprovalView | None = None
     """On a refusal: the approval as it is now, to explain what changed."""
 
@@ -56,7 +58,8 @@ def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
     approvers = frozenset(
         d.reviewer_id
         for d in action.decisions
-        if d.type in ("approve", "edit") and d.action_hash == action.bound_hash
+        if d.type in (DecisionType.APPROVE, DecisionType.EDIT)
+        and d.action_hash == action.bound_hash
     )
     return ActionFacts(
         request_status=request.status,
@@ -69,19 +72,6 @@ def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
         self_approval=action.self_approval,
         approvers_so_far=approvers,
     )
-
-
-def check(
-    engine: ApprovalEngine, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
-) -> Refusal | None:
-    """A read-only pre-check, e.g. before opening a modal; ``record`` checks again."""
-    members = _memberships(engine, action_id, actor=actor)
-    with engine.db.transaction() as s:
-        action = ApprovalRepository(s).get_action(action_id)
-        if action is None:
-            return Refusal.UNKNOWN_APPROVAL
-        attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
-        return _refusal(engine, action.request, action, attempt, members=members, final=False)
 
 
 class _KnownMembers:
@@ -106,117 +96,153 @@ class _KnownMembers:
         return found
 
 
-def _memberships(engine: ApprovalEngine, action_id: str, *, actor: Actor) -> _KnownMembers:
-    policy = engine.policy
-    if not any(spec.usergroups for spec in policy.roles.values()):
-        return _KnownMembers([], engine.usergroup_members)
-    with engine.db.transaction() as s:
-        action = ApprovalRepository(s).get_action(action_id)
-        roles = list(action.approver_roles) if action is not None else []
-    return _KnownMembers(policy.groups_to_check(actor.user_id, roles), engine.usergroup_members)
+class DecisionRecorder:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        policy: Policy,
+        edits: EditRules,
+        claims: Claims,
+        clock: Callable[[], dt.datetime],
+        usergroup_members: Callable[[str], frozenset[str]],
+    ) -> None:
+        self.db = db
+        self.policy = policy
+        self.edits = edits
+        self.claims = claims
+        self.clock = clock
+        self.usergroup_members = usergroup_members
 
+    def check(
+        self, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
+    ) -> Refusal | None:
+        """A read-only pre-check, e.g. before opening a modal; ``record`` checks again."""
+        members = self._memberships(action_id, actor=actor)
+        with self.db.transaction() as s:
+            action = ApprovalRepository(s).get_action(action_id)
+            if action is None:
+                return Refusal.UNKNOWN_APPROVAL
+            attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
+            return self._refusal(action.request, action, attempt, members=members, final=False)
 
-def edit_errors(engine: ApprovalEngine, action: Action, edited: dict[str, Any]) -> dict[str, str]:
-    """What is wrong with an edit, by argument: the tool's schema first, then the policy's
-    constraints (locked arguments compared with the call as first proposed)."""
-    catalog = engine.runtime.catalog
-    errors = catalog.errors(action.tool_name, edited)
-    if errors:
-        return errors
-    try:
-        normalized = catalog.normalize(action.tool_name, edited)
-    except InvalidArguments as exc:
-        return dict(exc.errors)
-    rule = engine.policy.rule_for(action.tool_name)
-    return violations(rule.constraints, normalized, original=action.args)
+    def record(self, *, action_id: str, attempt: Attempt) -> DecisionResult:
+        """Authorize and record one decision; claim the request if it was the last needed."""
+        members = self._memberships(action_id, actor=attempt.actor)
+        with self.db.transaction() as s:
+            repos = ApprovalRepository(s)
+            found = repos.get_action(action_id)
+            request = repos.get(found.request_id, for_update=True) if found else None
+            if request is not None and attempt.card is not None:
+                _adopt_clicked_card(repos, request, card=attempt.card)
+            action = (
+                next((a for a in request.actions if a.id == action_id), None) if request else None
+            )
+            refusal = (
+                self._refusal(request, action, attempt, members=members)
+                if request is not None and action is not None
+                else Refusal.UNKNOWN_APPROVAL
+            )
+            if refusal is not None:
+                _audit_refusal(
+                    s, request, action, action_id=action_id, attempt=attempt, refusal=refusal
+                )
+                current = approval_view(request) if request is not None else None
+                return DecisionResult(refusal=refusal, current=current)
+            assert request is not None and action is not None
+            normalized = (
+                self.edits.normalized(action, attempt.edited_args)
+                if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
+                else None
+            )
+            _apply(s, request, action, attempt, normalized_edit=normalized)
+            claimed = all(a.outcome for a in request.actions) and self.claims.claim(s, request.id)
+            if claimed:
+                request.status = RequestStatus.RESUMING
+                AuditRepository(s).record(
+                    "resume_claimed",
+                    run_id=request.run_id,
+                    request_id=request.id,
+                    detail={"owner": self.claims.owner},
+                )
+            return DecisionResult(refusal=None, approval=approval_view(request), completed=claimed)
 
+    def _memberships(self, action_id: str, *, actor: Actor) -> _KnownMembers:
+        if not any(spec.usergroups for spec in self.policy.roles.values()):
+            return _KnownMembers([], self.usergroup_members)
+        with self.db.transaction() as s:
+            action = ApprovalRepository(s).get_action(action_id)
+            roles = list(action.approver_roles) if action is not None else []
+        groups = self.policy.groups_to_check(actor.user_id, roles)
+        return _KnownMembers(groups, self.usergroup_members)
 
-def _refusal(
-    engine: ApprovalEngine,
-    request: ApprovalRequest,
-    action: Action,
-    attempt: Attempt,
-    *,
-    members: Callable[[str], frozenset[str]],
-    final: bool = True,
-) -> Refusal | None:
-    try:
-        refusal = check_decision(
-            engine.policy,
-            _facts(request, action),
-            attempt.actor,
-            attempt.decision,
-            now=engine.clock(),
-            usergroup_members=members,
-        )
-    except MembershipUnconfirmed:
-        return Refusal.MEMBERSHIP_UNCONFIRMED  # fail closed, and say why
-    if refusal is not None:
-        return refusal
-    if request.policy_version != engine.policy.version:
-        return Refusal.POLICY_CHANGED
-    if attempt.seen_hash != action.bound_hash:
-        return Refusal.STALE_VERSION
-    if attempt.decision in ("reject", "respond") and not (attempt.message or "").strip():
-        return Refusal.REASON_REQUIRED
-    if (
-        final
-        and attempt.decision == "edit"
-        and (
-            not isinstance(attempt.edited_args, dict)
-            or edit_errors(engine, action, attempt.edited_args)
-        )
-    ):
-        return Refusal.INVALID_EDIT
-    return None
-
-
-def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> DecisionResult:
-    """Authorize and record one decision; claim the request if it was the last one needed."""
-    members = _memberships(engine, action_id, actor=attempt.actor)
-    with engine.db.transaction() as s:
-        repos = ApprovalRepository(s)
-        found = repos.get_action(action_id)
-        request = repos.get(found.request_id, for_update=True) if found else None
-        if request is not None and attempt.card is not None:
-            _adopt_clicked_card(repos, request, card=attempt.card)
-        action = next((a for a in request.actions if a.id == action_id), None) if request else None
-        refusal = (
-            _refusal(engine, request, action, attempt, members=members)
-            if request is not None and action is not None
-            else Refusal.UNKNOWN_APPROVAL
-        )
+    def _refusal(
+        self,
+        request: ApprovalRequest,
+        action: Action,
+        attempt: Attempt,
+        *,
+        members: Callable[[str], frozenset[str]],
+        final: bool = True,
+    ) -> Refusal | None:
+        try:
+            refusal = check_decision(
+                self.policy,
+                _facts(request, action),
+                attempt.actor,
+                attempt.decision,
+                now=self.clock(),
+                usergroup_members=members,
+            )
+        except MembershipUnconfirmed:
+            return Refusal.MEMBERSHIP_UNCONFIRMED  # fail closed, and say why
         if refusal is not None:
-            AuditRepository(s).record(
-                "decision_refused",
-                outcome="refused",
-                actor_id=attempt.actor.user_id,
-                team_id=attempt.actor.team_id,
-                run_id=request.run_id if request else None,
-                request_id=request.id if request else None,
-                action_id=action_id,
-                reason=refusal.value,
-                detail={
-                    "decision": attempt.decision,
-                    "seen_hash": attempt.seen_hash,
-                    "current_hash": action.bound_hash if action else None,
-                    **(attempt.via or {}),
-                },
-            )
-            current = approval_view(request) if request is not None else None
-            return DecisionResult(refusal=refusal, current=current)
-        assert request is not None and action is not None
-        _apply(s, request, action, attempt, normalized_edit=_normalized(engine, action, attempt))
-        completed = all(a.outcome for a in request.actions)
-        if completed and repos.claim(request.id, owner=engine.owner, lease=engine.lease):
-            request.status = "resuming"
-            AuditRepository(s).record(
-                "resume_claimed",
-                run_id=request.run_id,
-                request_id=request.id,
-                detail={"owner": engine.owner},
-            )
-        return DecisionResult(refusal=None, approval=approval_view(request), completed=completed)
+            return refusal
+        if request.policy_version != self.policy.version:
+            return Refusal.POLICY_CHANGED
+        if attempt.seen_hash != action.bound_hash:
+            return Refusal.STALE_VERSION
+        needs_reason = attempt.decision in (DecisionType.REJECT, DecisionType.RESPOND)
+        if needs_reason and not (attempt.message or "").strip():
+            return Refusal.REASON_REQUIRED
+        if (
+            final
+            and attempt.decision == DecisionType.EDIT
+            and not self._valid_edit(action, attempt)
+        ):
+            return Refusal.INVALID_EDIT
+        return None
+
+    def _valid_edit(self, action: Action, attempt: Attempt) -> bool:
+        edited = attempt.edited_args
+        return isinstance(edited, dict) and not self.edits.errors(action, edited)
+
+
+def _audit_refusal(
+    s: Session,
+    request: ApprovalRequest | None,
+    action: Action | None,
+    *,
+    action_id: str,
+    attempt: Attempt,
+    refusal: Refusal,
+) -> None:
+    AuditRepository(s).record(
+        "decision_refused",
+        outcome="refused",
+        actor_id=attempt.actor.user_id,
+        team_id=attempt.actor.team_id,
+        run_id=request.run_id if request else None,
+        request_id=request.id if request else None,
+        action_id=action_id,
+        reason=refusal.value,
+        detail={
+            "decision": attempt.decision,
+            "seen_hash": attempt.seen_hash,
+            "current_hash": action.bound_hash if action else None,
+            **(attempt.via or {}),
+        },
+    )
 
 
 def _adopt_clicked_card(
@@ -225,7 +251,7 @@ def _adopt_clicked_card(
     """A click on a card whose reference is not stored yet (its post is still being answered,
     or the answer was lost): the message clicked, in the run's channel, is the card."""
     if card.channel == request.run.channel_id:
-        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows="pending")
+        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=RequestStatus.PENDING)
 
 
 def _apply(
@@ -237,7 +263,7 @@ def _apply(
     normalized_edit: dict[str, Any] | None,
 ) -> None:
     """An edit binds the action to a new hash: approvals of the old version stop counting."""
-    if attempt.decision == "edit":
+    if attempt.decision == DecisionType.EDIT:
         assert normalized_edit is not None
         action.edited_args = normalized_edit
         action.current_hash = action_hash(action.tool_name, normalized_edit, request.policy_version)
@@ -254,7 +280,8 @@ def _apply(
         distinct_approvers=len(approvers),
         approvals_required=action.approvals_required,
     )
-    action.outcome = "edited" if outcome == "approved" and action.edited_args else outcome
+    approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
+    action.outcome = ActionOutcome.EDITED if approved_edit else outcome
     AuditRepository(s).record(
         "decision_recorded",
         outcome="allowed",
@@ -266,17 +293,10 @@ def _apply(
         detail={
             "decision": attempt.decision,
             "message": attempt.message,
-            "edited_args": action.edited_args if attempt.decision == "edit" else None,
+            "edited_args": action.edited_args if attempt.decision == DecisionType.EDIT else None,
             "seen_hash": attempt.seen_hash,
             "action_hash": action.bound_hash,
             "outcome": action.outcome,
             **(attempt.via or {}),
         },
     )
-
-
-def _normalized(engine: ApprovalEngine, action: Action, attempt: Attempt) -> dict[str, Any] | None:
-    """Edits are stored as the tool will see them; ``_refusal`` already proved them valid."""
-    if attempt.decision != "edit" or attempt.edited_args is None:
-        return None
-    return engine.runtime.catalog.normalize(action.tool_name, attempt.edited_args)

@@ -1,46 +1,65 @@
-"""The approval engine: runs, interrupts, authorized decisions and the exactly-once resume."""
+"""The approval engine's façade: the one place that puts the owners together and the only
+orchestrator between them. Each owner does one thing and calls none of the others back:
+
+- ``RunLifecycle``: runs started, executed, their stops recorded (approvals or results);
+- ``DecisionRecorder``: decisions authorized and recorded, the last one claiming the request;
+- ``Resumer``: a claimed request resumed once, after checking the checkpoint;
+- ``Claims``: who resumes what, under a lease taken over when its owner dies;
+- ``Announcer``: every card, result and notice, and the bookkeeping that repairs them;
+- ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
-import os
-import socket
-import threading
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
 
-from agent_runtime import cards, decisions, listing, resume
+from agent_runtime.announcer import Announcer
+from agent_runtime.attempts import AttemptLog
 from agent_runtime.authorization import Actor, Refusal
-from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
+from agent_runtime.claims import Claims
+from agent_runtime.decisions import Attempt, DecisionRecorder, DecisionResult
+from agent_runtime.edits import EditRules
 from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
+from agent_runtime.listing import PendingList
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, build_request
-from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
-from agent_runtime.wire import final_text, pending_interrupts, subagent_of, tool_call_ids
+from agent_runtime.resume import Resumer
+from agent_runtime.runs import RunLifecycle
+from agent_runtime.sweeper import Sweeper, SweepResult
+from agent_runtime.views import ApprovalView, RunView, approval_view
 from store.db import Database
 from store.locks import ThreadLocks
-from store.models import Run, new_id, utcnow
-from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.maintenance import MaintenanceQueries
+from store.models import utcnow
+from store.repositories import ApprovalRepository
 
-logger = logging.getLogger(__name__)
-
-
-DecisionResult = decisions.DecisionResult
+__all__ = ["ApprovalEngine", "DecisionResult", "ReconcileResult", "SweepResult"]
 
 
 def _no_groups(_group: str) -> frozenset[str]:
     return frozenset()
 
 
+@dataclass(frozen=True)
+class ReconcileResult:
+    """What one round of reconciling finished of the work dead processes left."""
+
+    resumed: int
+    advanced: int
+    cards: int
+    results: int
+    cards_posted: int = 0
+
+
 class ApprovalEngine:
+    """Runs, interrupts, authorized decisions and the exactly-once resume, for the bot."""
+
     def __init__(
         self,
         *,
@@ -53,198 +72,77 @@ class ApprovalEngine:
         lease: dt.timedelta = dt.timedelta(minutes=10),
         card_retry_after: dt.timedelta = dt.timedelta(seconds=10),
     ) -> None:
-        """``card_retry_after``: how old a request without a card must be before the
-        reconciler looks for its card or posts it again."""
+        """``card_retry_after``: how old a request without a card must be before
+        ``reconcile`` looks for its card or posts it again."""
         self.db = db
-        self.runtime = runtime
-        self.policy = policy
-        self.notifier = notifier
-        self.usergroup_members = usergroup_members
         self.clock = clock
-        self.lease = lease
         self.card_retry_after = card_retry_after
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = ThreadLocks(db)
+        self.claims = Claims(db=db, clock=clock, lease=lease)
+        self.announcer = Announcer(db=db, notifier=notifier, locks=self.locks)
+        self.runs = RunLifecycle(
+            db=db,
+            runtime=runtime,
+            policy=policy,
+            claims=self.claims,
+            announcer=self.announcer,
+            clock=clock,
+            usergroup_members=usergroup_members,
+        )
+        self.edits = EditRules(db=db, catalog=runtime.catalog, policy=policy)
+        self.decisions = DecisionRecorder(
+            db=db,
+            policy=policy,
+            edits=self.edits,
+            claims=self.claims,
+            clock=clock,
+            usergroup_members=usergroup_members,
+        )
+        self.resumer = Resumer(
+            db=db, runtime=runtime, policy=policy, claims=self.claims, announcer=self.announcer
+        )
+        self.attempts = AttemptLog(db=db)
+        self.pending = PendingList(db=db, policy=policy, usergroup_members=usergroup_members)
+        self.sweeper = Sweeper(
+            db=db, policy=policy, claims=self.claims, announcer=self.announcer, clock=clock
+        )
+        self.policy_version = policy.version
 
     # Runs ---------------------------------------------------------------------------------
 
     def start_run(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
-        """Record a run (fast). ``execute_run`` does the slow part."""
-        if not self.policy.may_request(actor.user_id, usergroup_members=self.usergroup_members):
-            with self.db.transaction() as s:
-                AuditRepository(s).record(
-                    "run_refused",
-                    outcome="refused",
-                    actor_id=actor.user_id,
-                    team_id=actor.team_id,
-                    reason="not a requester",
-                )
-            raise NotPermitted(actor.user_id)
-        now = self.clock()
-        run = Run(
-            id=new_id("run"),
-            team_id=actor.team_id,
-            enterprise_id=actor.enterprise_id,
-            requester_id=actor.user_id,
-            channel_id=channel_id,
-            request_text=text,
-            status="running",
-            created_at=now,
-            updated_at=now,
-        )
-        with self.db.transaction() as s:
-            RunRepository(s).add(run)
-            AuditRepository(s).record(
-                "run_started",
-                actor_id=actor.user_id,
-                team_id=actor.team_id,
-                run_id=run.id,
-                detail={"channel": channel_id, "text": text[:2000]},
-            )
-        return run_view(run)
+        return self.runs.start(actor=actor, channel_id=channel_id, text=text)
 
     def set_thread(self, run_id: str, thread_ts: str) -> None:
-        with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-            if run is not None:
-                run.thread_ts = thread_ts
+        self.runs.set_thread(run_id, thread_ts)
 
     def execute_run(self, run_id: str) -> None:
-        """Run the agent to its first interrupt or its end. Never starts the same thread twice."""
-        with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-        if run is None:
-            raise LookupError(run_id)
+        """Run the agent to its first interrupt or its end. Never starts a thread twice."""
         with self.locks.hold(run_id):
-            if self.runtime.has_checkpoint(run_id):
-                logger.warning("run %s already has a checkpoint; not starting it again", run_id)
-                return
-            try:
-                self.runtime.invoke({"messages": [HumanMessage(run.request_text)]}, run_id)
-            except Exception as exc:
-                logger.exception("run %s failed", run_id)
-                self.fail_run(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
-                return
-            self.advance(run_id)
+            state = self.runs.execute(run_id)
+            if state is not None:
+                self._carry_on(run_id, state)
 
-    def advance(self, run_id: str, state: StateSnapshot | None = None) -> None:
-        """After the graph stopped: record its new interrupts, or its result."""
-        state = state if state is not None else self.runtime.state(run_id)
-        if not state.interrupts:
-            self._complete_run(run_id, final_text(state.values))
-            return
-        try:
-            pendings = pending_interrupts(state.interrupts)
-        except UnsupportedInterrupt as exc:
-            self.fail_run(run_id, f"The agent paused on something I cannot review: {exc}")
-            return
-        messages = state.values.get("messages", [])
-        for pending in pendings:
-            with self.db.transaction() as s:
-                repo = ApprovalRepository(s)
-                run = RunRepository(s).get(run_id)
-                if run is None or repo.by_interrupt(run_id, pending.interrupt_id):
-                    continue
-                request, actions = build_request(
-                    run,
-                    pending,
-                    policy=self.policy,
-                    catalog=self.runtime.catalog,
-                    now=self.clock(),
-                    tool_call_ids=tool_call_ids(messages, pending),
-                    taken_operations=repo.operation_ids(run_id),
-                    subagent=subagent_of(messages, pending),
-                )
-                repo.add(request, actions)
-                RunRepository(s).set_status(run, "waiting")
-                AuditRepository(s).record(
-                    "interrupt_recorded",
-                    run_id=run_id,
-                    request_id=request.id,
-                    team_id=run.team_id,
-                    detail={
-                        "interrupt_id": pending.interrupt_id,
-                        "actions": [
-                            {
-                                "tool": a.tool_name,
-                                "hash": a.action_hash,
-                                "exempt": a.exempt,
-                                "policy_violation": (a.extra or {}).get(POLICY_VETO),
-                            }
-                            for a in actions
-                        ],
-                    },
-                )
-                request_id = request.id
-                # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
-                all_decided = all(a.outcome for a in actions)
-                if all_decided:
-                    repo.claim(request.id, owner=self.owner, lease=self.lease)
-            if all_decided:
-                resume.resume_locked(self, request_id, final_status="resolved")
-            else:
-                self.post_card(request_id)
+    def _carry_on(self, run_id: str, state: StateSnapshot | None = None) -> None:
+        """Under the run's lock: record where the thread stopped, and resume at once what
+        needs no one (each resume stops the thread somewhere new, recorded the same way)."""
+        for request_id in self.runs.record_stop(run_id, state):
+            self._resume_locked(run_id, request_id)
 
-    def post_card(self, request_id: str, *, look_first: bool = False) -> None:
-        """Post a pending request's card if it has none (``cards.post``); under the run's lock."""
-        cards.post(self, request_id, look_first=look_first)
+    def _resume_locked(self, run_id: str, request_id: str, *, recovering: bool = False) -> None:
+        resumed = self.resumer.resume(request_id, recovering=recovering)
+        if resumed.run_failed is not None:
+            self.runs.fail(run_id, resumed.run_failed)
+        elif resumed.after is not None:
+            self._carry_on(run_id, resumed.after)
 
-    def _complete_run(self, run_id: str, text: str) -> None:
+    def _resume(self, request_id: str, *, recovering: bool = False) -> None:
+        """Resume a request this process claimed, under its run's lock."""
         with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-            assert run is not None
-            RunRepository(s).set_status(run, "completed", result_text=text)
-            AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
-            view = run_view(run)
-        self.post_result(view)
-
-    def post_result(self, run: RunView) -> None:
-        """Tell the thread, then remember it was told (a crash in between tells it twice)."""
-        fault_point("before_result")
-        try:
-            self.notifier.run_finished(run)
-        except Exception:
-            logger.exception("could not post the result of %s; the reconciler will retry", run.id)
-            return
-        with self.db.transaction() as s:
-            stored = RunRepository(s).get(run.id)
-            if stored is not None:
-                stored.result_posted = True
-
-    def show_card(self, view: ApprovalView) -> None:
-        """Re-render the card (``cards.show``)."""
-        cards.show(self, view)
-
-    @contextmanager
-    def lease_keeper(self, request_id: str) -> Iterator[None]:
-        """Renew this process's claim while it resumes, so a slow resume is not taken over."""
-        stop = threading.Event()
-
-        def renew() -> None:
-            while not stop.wait(self.lease.total_seconds() / 3):
-                with self.db.transaction() as s:
-                    ApprovalRepository(s).renew_claim(
-                        request_id, owner=self.owner, until=self.clock() + self.lease
-                    )
-
-        keeper = threading.Thread(target=renew, name=f"lease-{request_id}", daemon=True)
-        keeper.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            keeper.join(timeout=5)
-
-    def fail_run(self, run_id: str, reason: str) -> None:
-        with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-            assert run is not None
-            RunRepository(s).set_status(run, "failed", result_text=reason)
-            AuditRepository(s).record(
-                "run_failed", outcome="error", run_id=run_id, team_id=run.team_id, reason=reason
-            )
-            view = run_view(run)
-        self.post_result(view)
+            run_id = ApprovalRepository(s).run_id_of(request_id)
+        if run_id is not None:
+            with self.locks.hold(run_id):
+                self._resume_locked(run_id, request_id, recovering=recovering)
 
     # Reading ------------------------------------------------------------------------------
 
@@ -253,23 +151,29 @@ class ApprovalEngine:
             request = ApprovalRepository(s).get(request_id)
             return approval_view(request) if request else None
 
-    def pending_for(self, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
-        """The approvals waiting on this reviewer (see ``listing``)."""
-        return listing.pending_for(self, actor, limit=limit)
-
     def approval_of_action(self, action_id: str) -> ApprovalView | None:
         with self.db.transaction() as s:
             action = ApprovalRepository(s).get_action(action_id)
             request = ApprovalRepository(s).get(action.request_id) if action else None
             return approval_view(request) if request else None
 
+    def pending_for(self, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
+        """The approvals waiting on this reviewer."""
+        return self.pending.for_reviewer(actor, limit=limit)
+
+    def edit_form(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        return self.edits.form(action_id)
+
+    def edit_errors(self, action_id: str, edited: dict[str, Any]) -> dict[str, str]:
+        return self.edits.errors_for(action_id, edited)
+
     # Decisions ----------------------------------------------------------------------------
 
     def check(
         self, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
     ) -> Refusal | None:
-        return decisions.check(
-            self, action_id=action_id, actor=actor, decision=decision, seen_hash=seen_hash
+        return self.decisions.check(
+            action_id=action_id, actor=actor, decision=decision, seen_hash=seen_hash
         )
 
     def record_refusal(
@@ -281,19 +185,9 @@ class ApprovalEngine:
         decision: str,
         via: dict[str, str] | None = None,
     ) -> None:
-        """Audit an attempt refused before it reached one action (e.g. a stale Approve all)."""
-        with self.db.transaction() as s:
-            request = ApprovalRepository(s).get(request_id)
-            AuditRepository(s).record(
-                "decision_refused",
-                outcome="refused",
-                actor_id=actor.user_id,
-                team_id=actor.team_id,
-                run_id=request.run_id if request else None,
-                request_id=request_id if request else None,
-                reason=refusal.value,
-                detail={"decision": decision, **(via or {})},
-            )
+        self.attempts.refused(
+            request_id=request_id, actor=actor, refusal=refusal, decision=decision, via=via
+        )
 
     def record_dropped(
         self,
@@ -303,41 +197,7 @@ class ApprovalEngine:
         action_id: str | None = None,
         request_id: str | None = None,
     ) -> None:
-        """Audit a click, submission or command refused because the bot was too busy (its user
-        was told to try again). The action or request it named is kept when it exists."""
-        with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            action = repo.get_action(action_id) if action_id else None
-            wanted = action.request_id if action else request_id
-            request = repo.get(wanted) if wanted else None
-            AuditRepository(s).record(
-                "request_dropped",
-                outcome="refused",
-                actor_id=actor.user_id,
-                team_id=actor.team_id,
-                run_id=request.run_id if request else None,
-                request_id=request.id if request else None,
-                action_id=action.id if action else None,
-                reason="busy",
-                detail={"dropped": what},
-            )
-
-    def edit_form(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The JSON schema an edit must satisfy and the arguments it starts from."""
-        with self.db.transaction() as s:
-            action = ApprovalRepository(s).get_action(action_id)
-            if action is None:
-                return None
-            current = dict(action.edited_args if action.edited_args is not None else action.args)
-        return self.runtime.catalog.schema(action.tool_name, current).json_schema(), current
-
-    def edit_errors(self, action_id: str, edited: dict[str, Any]) -> dict[str, str]:
-        """Errors by argument for an edit (schema, then policy constraints); empty if valid."""
-        with self.db.transaction() as s:
-            action = ApprovalRepository(s).get_action(action_id)
-            if action is None:
-                return {}
-            return decisions.edit_errors(self, action, edited)
+        self.attempts.dropped(actor=actor, what=what, action_id=action_id, request_id=request_id)
 
     def decide(
         self,
@@ -354,7 +214,7 @@ class ApprovalEngine:
         """Record a decision on the version the reviewer saw, update the card, and resume if
         this completed the request. ``card``: the message clicked, if the click came from one;
         ``via``: the one attempt this decision is part of (kept in its audit row)."""
-        attempt = decisions.Attempt(
+        attempt = Attempt(
             actor=actor,
             decision=decision,
             seen_hash=seen_hash,
@@ -363,22 +223,64 @@ class ApprovalEngine:
             card=card,
             via=via,
         )
-        result = decisions.record(self, action_id=action_id, attempt=attempt)
-        if result.refusal is Refusal.POLICY_CHANGED and result.current is not None:
-            resume.invalidate(
-                self,
-                result.current.id,
+        result = self.decisions.record(action_id=action_id, attempt=attempt)
+        current = result.current
+        if result.refusal is Refusal.POLICY_CHANGED and current is not None:
+            self.resumer.invalidate(
+                current.id,
                 reason=(
-                    f"the approval policy changed from {result.current.policy_version} to "
-                    f"{self.policy.version} since the card was posted; ask again to review "
+                    f"the approval policy changed from {current.policy_version} to "
+                    f"{self.policy_version} since the card was posted; ask again to review "
                     "it under the current policy"
                 ),
             )
-        if result.refusal is Refusal.STALE_VERSION and result.current is not None:
-            self.show_card(result.current)  # e.g. a card drawn before versions were on buttons
+        if result.refusal is Refusal.STALE_VERSION and current is not None:
+            self.announcer.show_card(current)  # e.g. a card drawn before versions were on buttons
         if result.approval is not None:
             fault_point("after_decision")
-            self.show_card(result.approval)
-            if result.approval.status == "resuming":
-                resume.resume(self, result.approval.id)
+            self.announcer.show_card(result.approval)
+            if result.completed:
+                self._resume(result.approval.id)
         return result
+
+    # Background ---------------------------------------------------------------------------
+
+    def sweep(self) -> SweepResult:
+        """Expire what is due (and resume it, rejected), then send due reminders."""
+        expired = self.sweeper.expire_due()
+        for request_id in expired:
+            self._resume(request_id)
+        return SweepResult(expired=len(expired), reminded=self.sweeper.remind_due())
+
+    def reconcile(self) -> ReconcileResult:
+        """Finish what dead processes left, at start-up and periodically; safe with several
+        replicas (each step is won by one of them)."""
+        taken = self.claims.take_over_stale()
+        for request_id in taken:
+            self._resume(request_id, recovering=True)
+        return ReconcileResult(
+            resumed=len(taken),
+            advanced=self._advance_stalled_runs(),
+            cards_posted=self.announcer.retry_card_posts(
+                created_before=self.clock() - self.card_retry_after
+            ),
+            cards=self.announcer.repair_cards(),
+            results=self.announcer.post_missing_results(
+                settled_before=self.claims.settled_before()
+            ),
+        )
+
+    def _advance_stalled_runs(self) -> int:
+        """Runs left waiting with no open approval: their last resume finished but the
+        process died before recording what came next (a new interrupt, or the result)."""
+        with self.db.transaction() as s:
+            stalled = MaintenanceQueries(s).stalled_runs(
+                settled_before=self.claims.settled_before()
+            )
+        for run_id in stalled:
+            with self.locks.hold(run_id):
+                with self.db.transaction() as s:
+                    still = MaintenanceQueries(s).is_stalled(run_id)
+                if still:
+                    self._carry_on(run_id)
+        return len(stalled)

@@ -28,6 +28,7 @@ from store.db import Database
 from store.executions import ExecutionRepository
 from store.models import Action
 from store.repositories import AuditRepository, RunRepository
+from store.statuses import RequestStatus
 
 logger = logging.getLogger(__name__)
 BLOCKED_EVENT = "ungated_call_blocked"
@@ -150,7 +151,7 @@ class EffectGate:
             ):
                 if action.bound_hash != _hash(action, tool_name, args):
                     continue
-                if done.result is not None or action.request.status == "resuming":
+                if done.result is not None or action.request.status == RequestStatus.RESUMING:
                     return Grant(action.id, done.idempotency_key, done.result)  # a replay
             candidates = repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]

@@ -17,6 +17,7 @@ from agent_runtime.constraints import violations
 from agent_runtime.policy import Policy, ToolRule
 from agent_runtime.wire import ActionSpec, PendingInterrupt, action_hash, canonical_json
 from store.models import Action, ApprovalRequest, Run, new_id
+from store.statuses import ActionOutcome, RequestStatus
 
 POLICY_VETO = "policy_violation"
 """``Action.extra`` key: why the policy refused the call as proposed (rejected, never shown as
@@ -58,7 +59,7 @@ def build_request(
         run_id=run.id,
         interrupt_id=pending.interrupt_id,
         kind=pending.kind,
-        status="pending",
+        status=RequestStatus.PENDING,
         policy_version=policy.version,
         team_id=run.team_id,
         enterprise_id=run.enterprise_id,
@@ -112,7 +113,7 @@ def _action(
         operation_id=op,
         exempt=exempt,
         extra=extra or None,
-        outcome="approved" if exempt else ("rejected" if veto else None),
+        outcome=ActionOutcome.APPROVED if exempt else (ActionOutcome.REJECTED if veto else None),
     )
 
 

@@ -1,22 +1,27 @@
 """Resuming a claimed approval exactly once: verify the checkpoint, validate, resume, record.
 
 The winner of the claim resumes inside the run's thread lock, after checking that the checkpoint
-still holds the very interrupt that was decided, with the very actions that were reviewed.
+still holds the very interrupt that was decided, with the very actions that were reviewed. The
+resumer reports what happened (``Resumed``) and never goes on by itself: what follows a resume
+(new approvals, the run's result, a failed run) is the caller's to do.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from langgraph.types import StateSnapshot
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent_runtime import evidence
+from agent_runtime.announcer import Announcer
+from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
+from agent_runtime.graph_runtime import GraphRuntime
+from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, drift
 from agent_runtime.views import approval_view, run_view
 from agent_runtime.wire import (
@@ -26,153 +31,197 @@ from agent_runtime.wire import (
     pending_interrupts,
     tool_results,
 )
+from store.db import Database
 from store.models import ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
-
-if TYPE_CHECKING:
-    from agent_runtime.engine import ApprovalEngine
+from store.statuses import RUNS_THE_TOOL, ActionOutcome, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 EXPIRED_MESSAGE = "approval expired"
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a resume left for its caller: the thread's state to record (new interrupts, or
+    the result), or a run to fail with this reason, or nothing (not ours, or closed)."""
+
+    after: StateSnapshot | None = None
+    run_failed: str | None = None
+
+
+NOTHING = Resumed()
 
 
 def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
     decisions = []
     for action in request.actions:
         last = action.decisions[-1] if action.decisions else None
-        if action.outcome == "approved":
+        veto = (action.extra or {}).get(POLICY_VETO)
+        if action.outcome == ActionOutcome.APPROVED:
             decisions.append(ResumeDecision(type="approve"))
-        elif action.outcome == "edited":
+        elif action.outcome == ActionOutcome.EDITED:
             decisions.append(ResumeDecision(type="edit", edited_args=action.edited_args))
-        elif action.outcome == "expired":
+        elif action.outcome == ActionOutcome.EXPIRED:
             decisions.append(ResumeDecision(type="reject", message=EXPIRED_MESSAGE))
-        elif action.outcome == "rejected" and (action.extra or {}).get(POLICY_VETO):
-            veto = str((action.extra or {})[POLICY_VETO])
+        elif action.outcome == ActionOutcome.REJECTED and veto:
             decisions.append(ResumeDecision(type="reject", message=f"Refused by policy: {veto}"))
-        elif action.outcome in ("rejected", "responded") and last is not None:
+        elif action.outcome in (ActionOutcome.REJECTED, ActionOutcome.RESPONDED) and last:
             decisions.append(ResumeDecision(type=last.type, message=last.message))
         else:
             raise InvalidDecisions(f"{action.tool_name} has no final decision ({action.outcome})")
     return decisions
 
 
-def resume(
-    engine: ApprovalEngine,
-    request_id: str,
-    *,
-    final_status: str = "resolved",
-    recovering: bool = False,
-) -> None:
-    """Resume the thread of a claimed request, once, after checking the checkpoint.
-    Only the run id is needed to take the lock; ``resume_locked`` reads the request inside it."""
-    with engine.db.transaction() as s:
-        run_id = s.scalar(select(ApprovalRequest.run_id).where(ApprovalRequest.id == request_id))
-    if run_id is None:
-        return
-    with engine.locks.hold(run_id):
-        resume_locked(engine, request_id, final_status=final_status, recovering=recovering)
+class Resumer:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        runtime: GraphRuntime,
+        policy: Policy,
+        claims: Claims,
+        announcer: Announcer,
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.policy = policy
+        self.claims = claims
+        self.announcer = announcer
+
+    def resume(self, request_id: str, *, recovering: bool = False) -> Resumed:
+        """Resume the thread of a request this process claimed, once, after checking the
+        checkpoint. The caller holds the run's thread lock.
+
+        ``recovering``: a process that claimed this request died. If the checkpoint no longer
+        waits on the interrupt, that process got as far as resuming it: finish what it started
+        (an interrupted step is continued; the gate's execution records keep tools from
+        repeating effects), then ask the evidence whether each approved action ran before
+        calling the request resolved."""
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(request_id)
+        if request is None or not self.claims.held(request):
+            return NOTHING
+        fault_point("after_claim")
+        before = self.runtime.state(request.run_id)
+        problem, pending = self._problem(request, before, recovering=recovering)
+        if problem is not None:
+            self._finish(request_id, status=RequestStatus.INVALIDATED, outcome=problem)
+            return NOTHING
+        try:
+            with self.claims.kept(request_id):
+                if pending is not None:
+                    command = build_resume(pending, _resume_decisions(request))
+                    self.runtime.invoke(command, request.run_id)
+                elif before.next and not before.interrupts:
+                    self.runtime.invoke(None, request.run_id)  # finish the interrupted step
+        except InvalidDecisions as exc:
+            self._finish(request_id, status=RequestStatus.FAILED, outcome=f"not resumed: {exc}")
+            return NOTHING
+        except Exception as exc:
+            logger.exception("resume of %s failed", request_id)
+            failure = f"{type(exc).__name__}: {exc}"
+            self._finish(request_id, status=RequestStatus.FAILED, outcome=failure)
+            return Resumed(run_failed=f"The agent failed after the decision: {exc}")
+        fault_point("after_resume")
+        after = self.runtime.state(request.run_id)
+        if recovering and pending is None:
+            found = evidence.gaps(self.db, request, state=after)
+            if found:
+                return self._unconfirmed(request, state=after, found=found)
+        expired = any(a.outcome == ActionOutcome.EXPIRED for a in request.actions)
+        self._finish(
+            request_id,
+            status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
+            outcome=_summary(request),
+            record=lambda s: _record_tool_outcomes(s, request, after),
+        )
+        return Resumed(after=after)
+
+    def _problem(
+        self, request: ApprovalRequest, before: StateSnapshot, *, recovering: bool
+    ) -> tuple[str | None, PendingInterrupt | None]:
+        """Why this request must not be resumed (if so), and the interrupt it answers."""
+        if before.created_at is None:  # no checkpoint at all: never start the thread afresh
+            return "the run's thread is gone", None
+        try:
+            pending = _pending(before, request)
+        except UnsupportedInterrupt as exc:
+            return f"unreadable interrupt: {exc}", None
+        if pending is None:
+            return (None if recovering else "the run is no longer waiting for this approval"), None
+        problem = drift(request, pending, self.runtime.catalog.normalize_or_raw)
+        approves = any(a.outcome in RUNS_THE_TOOL for a in request.actions)
+        if problem is None and approves and request.policy_version != self.policy.version:
+            # Rejections (and expiry) still go through: refusing under any policy runs nothing.
+            problem = f"the approval policy changed since it was decided ({request.policy_version})"
+        return problem, pending
+
+    def _unconfirmed(
+        self, request: ApprovalRequest, *, state: StateSnapshot, found: list[evidence.Gap]
+    ) -> Resumed:
+        """An approved action left no proof of having run: say so everywhere, never
+        "resumed"."""
+        text = evidence.describe(found)
+
+        def record(s: Session) -> None:
+            _record_tool_outcomes(s, request, state)
+            evidence.record(s, request, found=found)
+
+        self._finish(request.id, status=RequestStatus.FAILED, outcome=text, record=record)
+        return Resumed(run_failed=f"The run was interrupted by a restart: {text}")
+
+    def invalidate(self, request_id: str, *, reason: str) -> None:
+        """Close a pending request without resuming it (e.g. the policy changed): the card
+        says so and the run's thread is told. One caller wins the claim; the others do
+        nothing."""
+        with self.db.transaction() as s:
+            if not self.claims.claim(s, request_id):
+                return
+        self._finish(request_id, status=RequestStatus.INVALIDATED, outcome=reason)
+
+    def _finish(
+        self,
+        request_id: str,
+        *,
+        status: RequestStatus,
+        outcome: str,
+        record: Callable[[Session], None] | None = None,
+    ) -> None:
+        """Record the request's end (and, when it was closed unresumed, its run's), then show
+        it on the card and, for a closed run, in the thread."""
+        with self.db.transaction() as s:
+            # Lock order everywhere: the request's row first, then the audit chain.
+            request = ApprovalRepository(s).get(request_id, for_update=True)
+            assert request is not None
+            ApprovalRepository(s).finish(request, status=status, outcome=outcome)
+            if record is not None:
+                record(s)
+            run = RunRepository(s).get(request.run_id)
+            ended = status == RequestStatus.INVALIDATED and run is not None
+            if ended and run is not None:
+                RunRepository(s).set_status(run, RunStatus.FAILED, result_text=outcome)
+            AuditRepository(s).record(
+                _AUDITED.get(status, "resume_failed"),
+                outcome="info" if status in _AUDITED_OK else "error",
+                run_id=request.run_id,
+                request_id=request_id,
+                team_id=request.team_id,
+                reason=outcome,
+            )
+            view = approval_view(request)
+            closed_run = run_view(run) if ended and run is not None else None
+        fault_point("before_card_update")
+        self.announcer.show_card(view)
+        if closed_run is not None:
+            self.announcer.run_finished(closed_run)
 
 
-def resume_locked(
-    engine: ApprovalEngine, request_id: str, *, final_status: str, recovering: bool = False
-) -> None:
-    """The body of ``resume``, for callers that already hold the run's thread lock.
-
-    ``recovering``: a process that claimed this request died. If the checkpoint no longer waits
-    on the interrupt, that process got as far as resuming it: finish what it started (an
-    interrupted step is continued; the gate's execution records keep tools from repeating effects),
-    then ask the evidence whether each approved action ran before calling the request resolved.
-    """
-    with engine.db.transaction() as s:
-        request = ApprovalRepository(s).get(request_id)
-    if request is None or request.status != "resuming" or request.claimed_by != engine.owner:
-        return
-    run_id = request.run_id
-    fault_point("after_claim")
-    before = engine.runtime.state(run_id)
-    if before.created_at is None:  # no checkpoint at all: never start the thread afresh
-        _finish(engine, request_id, status="invalidated", outcome="the run's thread is gone")
-        return
-    try:
-        pending = _pending(before, request)
-    except UnsupportedInterrupt as exc:
-        _finish(engine, request_id, status="invalidated", outcome=f"unreadable interrupt: {exc}")
-        return
-    normalize = engine.runtime.catalog.normalize_or_raw
-    problem = drift(request, pending, normalize) if pending is not None else None
-    if problem is None and pending is None and not recovering:
-        problem = "the run is no longer waiting for this approval"
-    approves = any(a.outcome in ("approved", "edited") for a in request.actions)
-    changed = request.policy_version != engine.policy.version
-    if problem is None and pending is not None and approves and changed:
-        # Rejections (and expiry) still go through: refusing under any policy runs nothing.
-        problem = f"the approval policy changed since it was decided ({request.policy_version})"
-    if problem is not None:
-        _finish(engine, request_id, status="invalidated", outcome=problem)
-        return
-    try:
-        with engine.lease_keeper(request_id):
-            if pending is not None:
-                command = build_resume(pending, _resume_decisions(request))
-                engine.runtime.invoke(command, run_id)
-            elif before.next and not before.interrupts:
-                engine.runtime.invoke(None, run_id)  # finish the interrupted step
-    except InvalidDecisions as exc:
-        _finish(engine, request_id, status="failed", outcome=f"not resumed: {exc}")
-        return
-    except Exception as exc:
-        logger.exception("resume of %s failed", request_id)
-        _finish(engine, request_id, status="failed", outcome=f"{type(exc).__name__}: {exc}")
-        engine.fail_run(run_id, f"The agent failed after the decision: {exc}")
-        return
-    fault_point("after_resume")
-    after = engine.runtime.state(run_id)
-    if recovering and pending is None:
-        found = evidence.gaps(engine.db, request, state=after)
-        if found:
-            _fail_unconfirmed(engine, request, state=after, found=found)
-            return
-    _finish(
-        engine,
-        request_id,
-        status=final_status,
-        outcome=_summary(request),
-        record=lambda s: _record_tool_outcomes(s, request, after),
-    )
-    engine.advance(run_id, after)
-
-
-def _fail_unconfirmed(
-    engine: ApprovalEngine,
-    request: ApprovalRequest,
-    *,
-    state: StateSnapshot,
-    found: list[evidence.Gap],
-) -> None:
-    """An approved action left no proof of having run: say so everywhere, never "resumed"."""
-    text = evidence.describe(found)
-
-    def record(s: Session) -> None:
-        _record_tool_outcomes(s, request, state)
-        evidence.record(s, request, found=found)
-
-    _finish(engine, request.id, status="failed", outcome=text, record=record)
-    engine.fail_run(request.run_id, f"The run was interrupted by a restart: {text}")
-
-
-def invalidate(engine: ApprovalEngine, request_id: str, *, reason: str) -> None:
-    """Close a pending request without resuming it (e.g. the policy changed): the card says
-    so and the run's thread is told. One caller wins the claim; the others do nothing."""
-    with engine.db.transaction() as s:
-        if not ApprovalRepository(s).claim(request_id, owner=engine.owner, lease=engine.lease):
-            return
-    _finish(engine, request_id, status="invalidated", outcome=reason)
-    with engine.db.transaction() as s:
-        request = ApprovalRepository(s).get(request_id)
-        run = RunRepository(s).get(request.run_id) if request is not None else None
-        view = run_view(run) if run is not None else None
-    if view is not None:
-        engine.post_result(view)
+_AUDITED = {
+    RequestStatus.RESOLVED: "resumed",
+    RequestStatus.EXPIRED: "resumed",
+    RequestStatus.INVALIDATED: "invalidated",
+}
+_AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED)
 
 
 def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnapshot) -> None:
@@ -205,38 +254,3 @@ def _pending(state: StateSnapshot, request: ApprovalRequest) -> PendingInterrupt
 
 def _summary(request: ApprovalRequest) -> str:
     return ", ".join(f"{a.tool_name}: {a.outcome}" for a in request.actions)
-
-
-def _finish(
-    engine: ApprovalEngine,
-    request_id: str,
-    *,
-    status: str,
-    outcome: str,
-    record: Callable[[Session], None] | None = None,
-) -> None:
-    with engine.db.transaction() as s:
-        # Lock order everywhere: the request's row first, then the audit chain.
-        request = ApprovalRepository(s).get(request_id, for_update=True)
-        assert request is not None
-        ApprovalRepository(s).finish(request, status=status, outcome=outcome)
-        if record is not None:
-            record(s)
-        if status == "invalidated":
-            run = RunRepository(s).get(request.run_id)
-            if run is not None:
-                RunRepository(s).set_status(run, "failed", result_text=outcome)
-        kind = {"resolved": "resumed", "expired": "resumed", "invalidated": "invalidated"}.get(
-            status, "resume_failed"
-        )
-        AuditRepository(s).record(
-            kind,
-            outcome="info" if kind == "resumed" else "error",
-            run_id=request.run_id,
-            request_id=request_id,
-            team_id=request.team_id,
-            reason=outcome,
-        )
-        view = approval_view(request)
-    fault_point("before_card_update")
-    engine.show_card(view)

@@ -3,19 +3,20 @@ with several replicas (every step is a conditional update that exactly one proce
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from agent_runtime import resume
-from agent_runtime.policy import REQUESTER_ROLE
+from agent_runtime.announcer import Announcer
+from agent_runtime.claims import Claims
+from agent_runtime.policy import REQUESTER_ROLE, Policy
+from agent_runtime.resume import EXPIRED_MESSAGE
 from agent_runtime.views import ApprovalView, Reviewers, approval_view
+from store.db import Database
 from store.repositories import ApprovalRepository, AuditRepository
-
-if TYPE_CHECKING:
-    from agent_runtime.engine import ApprovalEngine
+from store.statuses import ActionOutcome, RequestStatus
 
 logger = logging.getLogger(__name__)
 
@@ -27,51 +28,64 @@ class SweepResult:
 
 
 class Sweeper:
-    def __init__(self, engine: ApprovalEngine) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        *,
+        db: Database,
+        policy: Policy,
+        claims: Claims,
+        announcer: Announcer,
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self.db = db
+        self.policy = policy
+        self.claims = claims
+        self.announcer = announcer
+        self.clock = clock
 
-    def run_once(self) -> SweepResult:
-        return SweepResult(expired=self._expire_due(), reminded=self._remind_due())
-
-    def _expire_due(self) -> int:
-        """Fail closed: every action that needed a person is rejected with "approval expired"."""
-        now = self.engine.clock()
-        done = 0
-        with self.engine.db.transaction() as s:
+    def expire_due(self) -> list[str]:
+        """Fail closed: every action that needed a person is rejected with "approval
+        expired". Returns the requests this process claimed, for the caller to resume."""
+        now = self.clock()
+        with self.db.transaction() as s:
             due = ApprovalRepository(s).due_for_expiry(now)
+        claimed = []
         for request_id in due:
-            with self.engine.db.transaction() as s:
+            with self.db.transaction() as s:
                 repo = ApprovalRepository(s)
                 request = repo.get(request_id, for_update=True)
-                if request is None or request.status != "pending" or request.expires_at > now:
+                if (
+                    request is None
+                    or request.status != RequestStatus.PENDING
+                    or request.expires_at > now
+                ):
                     continue
                 for action in request.actions:
                     if not action.exempt:
-                        action.outcome = "expired"
-                if not repo.claim(request_id, owner=self.engine.owner, lease=self.engine.lease):
+                        action.outcome = ActionOutcome.EXPIRED
+                if not self.claims.claim(s, request_id):
                     continue
-                request.status = "resuming"
+                request.status = RequestStatus.RESUMING
                 AuditRepository(s).record(
                     "expired",
                     outcome="info",
                     run_id=request.run_id,
                     request_id=request_id,
                     team_id=request.team_id,
-                    reason=resume.EXPIRED_MESSAGE,
+                    reason=EXPIRED_MESSAGE,
                 )
                 view = approval_view(request)
-            self.engine.notifier.approval_expired(view)
-            resume.resume(self.engine, request_id, final_status="expired")
-            done += 1
-        return done
+            self.announcer.expired(view)
+            claimed.append(request_id)
+        return claimed
 
-    def _remind_due(self) -> int:
-        now = self.engine.clock()
+    def remind_due(self) -> int:
+        now = self.clock()
         done = 0
-        with self.engine.db.transaction() as s:
+        with self.db.transaction() as s:
             due = ApprovalRepository(s).due_for_reminder(now)
         for request_id in due:
-            with self.engine.db.transaction() as s:
+            with self.db.transaction() as s:
                 won = ApprovalRepository(s).mark_reminded(request_id, now=now)
                 if not won:
                     continue
@@ -84,15 +98,14 @@ class Sweeper:
                     team_id=request.team_id,
                 )
                 view = approval_view(request)
-            self.engine.notifier.approval_reminder(
-                view, self.reviewers(view), self.engine.policy.defaults.escalation_channel
+            self.announcer.remind(
+                view, self.reviewers(view), self.policy.defaults.escalation_channel
             )
             done += 1
         return done
 
     def reviewers(self, view: ApprovalView) -> Reviewers:
         """Eligible reviewers of the undecided actions: never the requester, nor who approved."""
-        policy = self.engine.policy
         users: dict[str, None] = {}
         groups: dict[str, None] = {}
         for action in view.actions:
@@ -102,7 +115,7 @@ class Sweeper:
                 if role == REQUESTER_ROLE:
                     users[view.requester_id] = None
                     continue
-                spec = policy.roles.get(role)
+                spec = self.policy.roles.get(role)
                 if spec is None:
                     continue
                 skip = {view.requester_id, *action.approvers}

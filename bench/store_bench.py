@@ -142,8 +142,7 @@ def run_all() -> list[str]:
         recording = []
         for action_id in pending[1::2][:20]:  # release-managers actions: U0REL1 may approve
             start = time.perf_counter()
-            result = decisions.record(
-                engine,
+            result = engine.decisions.record(
                 action_id=action_id,
                 attempt=decisions.Attempt(
                     actor=reviewer, decision="approve", seen_hash=SEEDED_HASH

@@ -24,8 +24,7 @@ from agent_runtime.engine import ApprovalEngine
 from agent_runtime.gate import EffectGate
 from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
 from agent_runtime.policy import load_policy
-from agent_runtime.reconciler import Reconciler
-from agent_runtime.sweeper import Maintenance, Sweeper
+from agent_runtime.sweeper import Maintenance
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor, ListenerPool
 from bot.listeners import actions, commands, events, views
@@ -49,14 +48,13 @@ class Bot:
     services: BotServices
     listeners: ListenerPool
     app: App
-    sweeper: Sweeper
-    reconciler: Reconciler
+    engine: ApprovalEngine
     maintenance: Maintenance
 
     def start_background(self) -> None:
         """Finish what a dead process left, then keep sweeping and reconciling."""
         try:
-            self.reconciler.run_once()
+            self.engine.reconcile()
         except Exception:
             logger.exception("start-up reconciliation failed; the background loop will retry")
         self.maintenance.start()
@@ -176,7 +174,6 @@ def build_bot(
     install(app, services)
     for group in (commands, actions, views, events):
         group.register(app)
-    sweeper, reconciler = Sweeper(engine), Reconciler(engine)
     return Bot(
         settings=settings,
         db=db,
@@ -184,9 +181,8 @@ def build_bot(
         services=services,
         listeners=listeners,
         app=app,
-        sweeper=sweeper,
-        reconciler=reconciler,
+        engine=engine,
         maintenance=Maintenance(
-            [sweeper.run_once, reconciler.run_once], interval=settings.maintenance_interval_seconds
+            [engine.sweep, engine.reconcile], interval=settings.maintenance_interval_seconds
         ),
     )

@@ -7,9 +7,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from store.models import Action, ActionExecution, ApprovalRequest, utcnow
+from store.statuses import RUNS_THE_TOOL, RequestStatus
 
-SPENDABLE_OUTCOMES = ("approved", "edited")
-RESUMING = "resuming"
+SPENDABLE_OUTCOMES = RUNS_THE_TOOL
+RESUMING = RequestStatus.RESUMING
 
 
 class ExecutionRepository:

@@ -22,6 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from store.statuses import RequestStatus, RunStatus
+
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -63,7 +65,7 @@ class Run(Base):
     channel_id: Mapped[str] = mapped_column(String(32))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
     request_text: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.RUNNING)
     result_text: Mapped[str | None] = mapped_column(Text)
     result_posted: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
@@ -90,7 +92,7 @@ class ApprovalRequest(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     interrupt_id: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16), default="pending")
+    status: Mapped[str] = mapped_column(String(16), default=RequestStatus.PENDING)
     policy_version: Mapped[str] = mapped_column(String(64))
     team_id: Mapped[str | None] = mapped_column(String(32))
     enterprise_id: Mapped[str | None] = mapped_column(String(32))

@@ -83,6 +83,11 @@ class ApprovalRepository:
             stmt = stmt.options(selectinload(ApprovalRequest.run))
         return self.session.scalars(stmt).one_or_none()
 
+    def run_id_of(self, request_id: str) -> str | None:
+        return self.session.scalar(
+            select(ApprovalRequest.run_id).where(ApprovalRequest.id == request_id)
+        )
+
     def get_action(self, action_id: str) -> Action | None:
         return self.session.get(Action, action_id)
 

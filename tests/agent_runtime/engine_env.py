@@ -13,9 +13,9 @@ from agent_runtime.authorization import Actor
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.engine import ApprovalEngine, DecisionResult
 from agent_runtime.gate import EffectGate
-from agent_runtime.graph_runtime import DEFAULT_AGENT, open_runtime
+from agent_runtime.graph_runtime import DEFAULT_AGENT, GraphRuntime, open_runtime
 from agent_runtime.notifier import MessageRef
-from agent_runtime.policy import load_policy
+from agent_runtime.policy import Policy, load_policy
 from store.db import Database
 from store.migrate import upgrade
 from store.models import utcnow
@@ -64,6 +64,17 @@ class Env:
     workspace: Workspace
     db: Database
     gate: EffectGate
+    runtime: GraphRuntime
+    policy: Policy
+    clock: Callable[[], dt.datetime] = utcnow
+
+    def with_policy(self, **changes: Any) -> None:
+        """Restart the engine under a changed policy (as a new deployment would), on the same
+        store, thread and notifier."""
+        policy = self.policy = self.policy.model_copy(update=changes)
+        self.engine = ApprovalEngine(
+            db=self.db, runtime=self.runtime, policy=policy, notifier=self.notes, clock=self.clock
+        )
 
 
 def make_env(
@@ -91,7 +102,7 @@ def make_env(
         key=key,
     )
     engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)
-    return Env(engine, notes, workspace, db, gate)
+    return Env(engine, notes, workspace, db, gate, runtime, policy, clock)
 
 
 def paused_run(env: Env, text: str = SEND) -> tuple[str, str]:

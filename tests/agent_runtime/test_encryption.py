@@ -29,7 +29,7 @@ def test_tool_arguments_are_not_readable_in_postgres_checkpoint_blobs(tmp_path, 
     stored = b"".join(bytes(row[0]) for row in blobs + writes if row[0] is not None)
     assert stored, "the paused run has checkpoint data"
     assert MARKER.encode() not in stored
-    assert env.engine.runtime.state(env.notes.requested[-1].run.id).interrupts, "still readable"
+    assert env.runtime.state(env.notes.requested[-1].run.id).interrupts, "still readable"
 
 
 def test_plain_checkpoints_do_contain_the_arguments(tmp_path, pg_url):

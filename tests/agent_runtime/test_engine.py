@@ -27,7 +27,7 @@ from tests.agent_runtime.engine_env import (
 def env(tmp_path: Path) -> Iterator[Env]:
     e = make_env(tmp_path)
     yield e
-    close_checkpointer(e.engine.runtime.checkpointer)
+    close_checkpointer(e.runtime.checkpointer)
     e.db.dispose()
 
 
@@ -66,13 +66,13 @@ def test_drift_between_card_and_checkpoint_invalidates_and_runs_nothing(env):
 
 def test_resume_never_starts_a_fresh_run_when_the_thread_is_gone(env):
     run_id, action_id = paused_run(env)
-    env.engine.runtime.checkpointer.delete_thread(run_id)
+    env.runtime.checkpointer.delete_thread(run_id)
     decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     with env.db.transaction() as s:
         request = s.scalars(select(ApprovalRequest)).one()
         assert request.status == "invalidated"
         assert "thread is gone" in request.outcome
-    assert not env.engine.runtime.has_checkpoint(run_id), "nothing was started from START"
+    assert not env.runtime.has_checkpoint(run_id), "nothing was started from START"
     assert env.workspace.effects() == []
 
 
@@ -99,7 +99,7 @@ def test_refusals_are_audited_and_change_nothing(env):
 
 def test_not_a_requester_cannot_start_runs(tmp_path):
     e = make_env(tmp_path)
-    e.engine.policy = e.engine.policy.model_copy(update={"requesters": ("security",)})
+    e.with_policy(requesters=("security",))
     with pytest.raises(NotPermitted):
         e.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
 

@@ -270,7 +270,7 @@ def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, pg
         assert sorted(outcomes) == ["refused"] * 7 + ["sent"]
         assert len(effects) == 1
     finally:
-        close_checkpointer(env.engine.runtime.checkpointer)
+        close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
 
 
@@ -284,7 +284,7 @@ def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_p
     for _step in (1, 2):
         action = env.notes.requested[-1].actions[0]
         assert decide(env, action_id=action.id, actor=REVIEWER, decision="approve").refusal is None
-    assert env.engine.runtime.state(run.id).values["answer"] == "sent 1; sent 2"
+    assert env.runtime.state(run.id).values["answer"] == "sent 1; sent 2"
     assert custom_graphs.TWO_STEP_EFFECTS == ["step 1", "step 2"]
     assert blocked(env) == []
 

@@ -20,7 +20,7 @@ PER_CALL = "agent_runtime.agents.change_request:build_per_call_agent"
 
 def tool_messages(env, run_id):  # type: ignore[no-untyped-def]
     """One (tool, status, text) per result, in the order the model made the calls."""
-    messages = env.engine.runtime.state(run_id).values["messages"]
+    messages = env.runtime.state(run_id).values["messages"]
     calls = [c["id"] for m in messages for c in (getattr(m, "tool_calls", None) or [])]
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     assert len(results) == len([m for m in messages if isinstance(m, ToolMessage)])

@@ -21,7 +21,7 @@ def start(env, text="Weekly sales report"):  # type: ignore[no-untyped-def]
 def test_needs_revision_then_satisfied_leads_to_a_card_and_after_approval_to_the_publish(tmp_path):
     env = make_env(tmp_path, agent=WORKFLOW)
     run_id, action_id = paused_run(env, "Weekly sales report")
-    state = env.engine.runtime.state(run_id).values
+    state = env.runtime.state(run_id).values
     assert state["iterations"] == 2, "the first draft needed a revision"
     card = env.notes.requested[-1].actions[0]
     evidence = card.extra["evidence"]
@@ -76,7 +76,7 @@ def test_a_failed_rubric_stops_the_run(tmp_path):
 def test_a_forged_state_cannot_publish(tmp_path):
     env = make_env(tmp_path, agent=WORKFLOW)
     run_id, _ = paused_run(env, "Weekly sales report")
-    runtime = env.engine.runtime
+    runtime = env.runtime
     for forged in ("needs_revision", "failed", "grader_error", "max_iterations_reached"):
         runtime.graph.update_state(
             runtime.config(run_id),

@@ -11,11 +11,11 @@ import pytest
 from langchain_core.messages import AIMessage
 from sqlalchemy import select
 
+from agent_runtime import announcer as announcer_module
 from agent_runtime import engine as engine_module
 from agent_runtime import gate as gate_module
 from agent_runtime import resume as resume_module
 from agent_runtime.graph_runtime import close_checkpointer
-from agent_runtime.reconciler import Reconciler
 from store.models import ApprovalRequest, AuditEvent, Run, utcnow
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Env, decide, make_env, paused_run
 
@@ -41,7 +41,7 @@ def clock() -> Clock:
 def env(tmp_path: Path, clock: Clock) -> Iterator[Env]:
     e = make_env(tmp_path, clock=clock)
     yield e
-    close_checkpointer(e.engine.runtime.checkpointer)
+    close_checkpointer(e.runtime.checkpointer)
     e.db.dispose()
 
 
@@ -50,7 +50,7 @@ def die_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
         if name == point:
             raise Crash(name)
 
-    for module in (engine_module, gate_module, resume_module):
+    for module in (engine_module, gate_module, resume_module, announcer_module):
         monkeypatch.setattr(module, "fault_point", fault_point)
 
 
@@ -66,17 +66,17 @@ def approve_and_die(env: Env, monkeypatch: pytest.MonkeyPatch, *, point: str) ->
 def lose_the_tool_step(env: Env, run_id: str) -> None:
     """The thread as a lost checkpoint write can leave it: ended after the review, with no
     result for the approved call and nothing left to run."""
-    graph, config = env.engine.runtime.graph, env.engine.runtime.config(run_id)
+    graph, config = env.runtime.graph, env.runtime.config(run_id)
     last = next(name for name in graph.nodes if name.endswith(".after_agent"))
     graph.update_state(config, {"messages": [AIMessage("All done.")]}, as_node=last)
-    state = env.engine.runtime.state(run_id)
+    state = env.runtime.state(run_id)
     assert state.next == () and not state.interrupts
 
 
 def recover(env: Env, clock: Clock) -> None:
     """A new process, once the dead one's lease ran out."""
-    clock.now = utcnow() + env.engine.lease + dt.timedelta(seconds=1)
-    assert Reconciler(env.engine).run_once().resumed == 1
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    assert env.engine.reconcile().resumed == 1
 
 
 def outcome(env: Env) -> tuple[str, str | None, str, list[str]]:
@@ -93,7 +93,7 @@ def effects(env: Env) -> list[str]:
 
 def test_killed_inside_the_tool_mid_step_the_step_is_finished_once(env, clock, monkeypatch):
     approve_and_die(env, monkeypatch, point="inside_tool")
-    assert env.engine.runtime.state(env.notes.requested[0].run.id).next == ("tools",)
+    assert env.runtime.state(env.notes.requested[0].run.id).next == ("tools",)
     recover(env, clock)
     status, _, run_status, kinds = outcome(env)
     assert (status, run_status) == ("resolved", "completed")
@@ -105,7 +105,7 @@ def test_a_resume_that_finished_before_the_death_is_recorded_from_its_result(
     env, clock, monkeypatch
 ):
     run_id = approve_and_die(env, monkeypatch, point="after_resume")
-    state = env.engine.runtime.state(run_id)
+    state = env.runtime.state(run_id)
     assert state.next == () and not state.interrupts  # as the dead process left it
     recover(env, clock)
     status, _, run_status, kinds = outcome(env)
@@ -160,5 +160,5 @@ def test_an_approved_call_no_witness_can_show_is_not_called_done(tmp_path, clock
         assert "nothing shows whether it ran" in (text or "")
         assert "action_unconfirmed" in kinds and "resumed" not in kinds
     finally:
-        close_checkpointer(env.engine.runtime.checkpointer)
+        close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()

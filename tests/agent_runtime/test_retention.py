@@ -17,7 +17,7 @@ def test_prune_removes_finished_checkpoints_only_and_keeps_the_record(tmp_path, 
     done_run, action_id = paused_run(env)
     decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     waiting_run, _ = paused_run(env, 'delete_project_file {"path": "notes/old.txt"}')
-    runtime = env.engine.runtime
+    runtime = env.runtime
     assert runtime.has_checkpoint(done_run) and runtime.has_checkpoint(waiting_run)
 
     assert prune_checkpoints(env.db, runtime.checkpointer, older_than=dt.timedelta(days=1)) == 0

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy import select
 
 from agent_runtime.graph_runtime import close_checkpointer
-from agent_runtime.sweeper import Sweeper, SweepResult
+from agent_runtime.sweeper import SweepResult
 from store.models import ApprovalRequest, AuditEvent, utcnow
 from tests.agent_runtime.engine_env import make_env, paused_run
 
@@ -26,9 +26,9 @@ def test_nothing_happens_before_time(tmp_path):
     clock = Clock()
     env = make_env(tmp_path, clock=clock)
     paused_run(env)
-    assert Sweeper(env.engine).run_once().expired == 0
+    assert env.engine.sweep().expired == 0
     clock.now += dt.timedelta(minutes=59)  # the bundled policy: remind after 1h, expire after 4h
-    assert Sweeper(env.engine).run_once() == SweepResult(expired=0, reminded=0)
+    assert env.engine.sweep() == SweepResult(expired=0, reminded=0)
     assert env.notes.reminded == [] and env.notes.expired == []
 
 
@@ -37,7 +37,7 @@ def test_reminder_names_eligible_reviewers_but_not_the_requester(tmp_path):
     env = make_env(tmp_path, clock=clock)
     paused_run(env)
     clock.now += dt.timedelta(hours=1, seconds=1)
-    assert Sweeper(env.engine).run_once().reminded == 1
+    assert env.engine.sweep().reminded == 1
     _view, reviewers, escalation = env.notes.reminded[0]
     assert set(reviewers.users) == {"U0REL1", "U0REL2", "U0SEC1"}
     assert reviewers.usergroups == ("S0RELMGR",)
@@ -55,7 +55,7 @@ def test_two_replicas_expire_a_request_once(tmp_path, pg_url):
 
     def sweep(env):  # type: ignore[no-untyped-def]
         barrier.wait()
-        return Sweeper(env.engine).run_once().expired
+        return env.engine.sweep().expired
 
     with ThreadPoolExecutor(2) as pool:
         counts = list(pool.map(sweep, [first, second]))
@@ -67,7 +67,7 @@ def test_two_replicas_expire_a_request_once(tmp_path, pg_url):
     assert first.workspace.effects() == []
     assert len(first.notes.expired) + len(second.notes.expired) == 1
     for env in (first, second):
-        close_checkpointer(env.engine.runtime.checkpointer)
+        close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
 
 
@@ -76,9 +76,9 @@ def test_expiry_under_a_newer_policy_still_rejects_and_says_expired(tmp_path):
     clock = Clock()
     env = make_env(tmp_path, clock=clock)
     run_id, _action = paused_run(env)
-    env.engine.policy = env.engine.policy.model_copy(update={"version": "rolled-out-later"})
+    env.with_policy(version="rolled-out-later")
     clock.now += dt.timedelta(hours=4, seconds=1)
-    assert Sweeper(env.engine).run_once().expired == 1
+    assert env.engine.sweep().expired == 1
     with env.db.transaction() as s:
         request = s.scalars(select(ApprovalRequest).where(ApprovalRequest.run_id == run_id)).one()
     assert request.status == "expired"

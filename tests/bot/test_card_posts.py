@@ -61,7 +61,7 @@ def test_a_card_post_refused_once_is_posted_by_the_reconciler_and_works(serve_bo
     assert refused.reached.wait(WAIT)
     assert h.bot.services.executor.wait_idle(WAIT)  # the run is done with its failed post
     assert cards_in(h.state, root) == []
-    assert h.bot.reconciler.run_once().cards_posted == 1
+    assert h.bot.engine.reconcile().cards_posted == 1
     (card,) = cards_in(h.state, root)
     approve_and_finish(h, root, card=card)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
@@ -78,7 +78,7 @@ def test_a_card_slack_took_whose_answer_was_lost_is_adopted(serve_bot, sqlite_ur
     root = ask(h)
     card = card_of(h, root)  # in Slack, though the bot was not told where
     assert h.bot.services.executor.wait_idle(WAIT)
-    assert h.bot.reconciler.run_once().cards_posted == 1
+    assert h.bot.engine.reconcile().cards_posted == 1
     assert [m.ts for m in cards_in(h.state, root)] == [card.ts], "the card was posted twice"
     request_id = card.metadata["event_payload"]["request_id"]  # type: ignore[index]
     assert h.bot.services.engine.approval(request_id).card_ts == card.ts  # type: ignore[union-attr]

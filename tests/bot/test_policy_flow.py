@@ -142,7 +142,7 @@ def test_expiry_rejects_fail_closed_and_says_so(h, clock):
     root, card = start_run(h, SEND)
     approve = button(card, "Approve")
     clock.advance(minutes=61)
-    assert h.bot.sweeper.run_once().expired == 1
+    assert h.bot.engine.sweep().expired == 1
 
     result = result_message(h, root)
     assert "approval expired" in result.text
@@ -151,7 +151,7 @@ def test_expiry_rejects_fail_closed_and_says_so(h, clock):
     assert "Expired: treated as rejected" in expired_card and buttons(card_now(h, card)) == []
     thread = [m.text for m in h.state.thread(people.CHANNEL, root.ts)]
     assert any("before it expired" in t for t in thread)
-    assert h.bot.sweeper.run_once().expired == 0, "a request expires once"
+    assert h.bot.engine.sweep().expired == 0, "a request expires once"
 
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
     assert ephemeral_for(h, people.RELEASE_MANAGER) == REFUSALS["already_decided"]
@@ -168,10 +168,10 @@ def test_click_after_expiry_time_before_the_sweep_is_refused(h, clock):
 
 def test_one_reminder_mentions_eligible_reviewers_and_escalates(h, clock):
     root, _card = start_run(h, PUBLISH_PUBLIC)
-    assert h.bot.sweeper.run_once().reminded == 0
+    assert h.bot.engine.sweep().reminded == 0
     clock.advance(minutes=31)
-    assert h.bot.sweeper.run_once().reminded == 1
-    assert h.bot.sweeper.run_once().reminded == 0, "one reminder only"
+    assert h.bot.engine.sweep().reminded == 1
+    assert h.bot.engine.sweep().reminded == 0, "one reminder only"
 
     reminder = next(m for m in h.state.thread(people.CHANNEL, root.ts) if "Reminder" in m.text)
     assert f"<@{people.RELEASE_MANAGER}>" in reminder.text

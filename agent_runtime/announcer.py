@@ -1,0 +1,152 @@
+"""Everything the bot tells people, and the bookkeeping that makes it reliable: cards posted
+and updated, results posted, expiry and reminder notices. Never inside a database transaction.
+
+A post can fail, or reach Slack while its answer is lost (a timeout, a dropped connection, the
+process dying before it stored the reference). A card's reference is therefore stored after the
+post, in a short transaction of its own; a click on a card whose reference is not stored yet
+brings it along (see ``decisions``), and ``retry_card_posts`` looks for a card before posting
+again. What each card shows is remembered, so a card left out of date by a crash is redrawn.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from agent_runtime.faults import fault_point
+from agent_runtime.notifier import MessageRef, Notifier
+from agent_runtime.views import ApprovalView, Reviewers, RunView, approval_view, run_view
+from store.db import Database
+from store.locks import ThreadLocks
+from store.maintenance import MaintenanceQueries
+from store.repositories import ApprovalRepository, RunRepository
+from store.statuses import RequestStatus
+
+logger = logging.getLogger(__name__)
+
+
+class Announcer:
+    def __init__(self, *, db: Database, notifier: Notifier, locks: ThreadLocks) -> None:
+        self.db = db
+        self.notifier = notifier
+        self.locks = locks
+
+    # Cards --------------------------------------------------------------------------------
+
+    def post_card(self, request_id: str, *, look_first: bool = False) -> None:
+        """Post the card of a pending request that has none, then remember where it is.
+
+        ``look_first``: adopt a card already in the chat for this request instead of posting
+        another. Callers hold the run's thread lock, so one process at a time posts a run's cards.
+        """
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(request_id)
+            if (
+                request is None
+                or request.status != RequestStatus.PENDING
+                or request.card_ts is not None
+            ):
+                return
+            drawn = approval_view(request)
+        ref = self._find(drawn) if look_first else None
+        if ref is None:
+            try:
+                ref = self.notifier.approval_requested(drawn)
+            except Exception:
+                logger.exception("could not post the card of %s; it is retried later", drawn.id)
+                return
+            fault_point("after_card_post")
+        if ref is not None:
+            self._keep(drawn, ref=ref)
+
+    def _find(self, drawn: ApprovalView) -> MessageRef | None:
+        try:
+            return self.notifier.find_card(drawn)
+        except Exception:
+            # Posting again risks a second card; never posting leaves reviewers with none.
+            logger.exception("could not look for the card of %s; posting it again", drawn.id)
+            return None
+
+    def _keep(self, drawn: ApprovalView, *, ref: MessageRef) -> None:
+        """Store the reference; if the request moved on while the card was being posted (a
+        decision from a modal, an expiry), draw the card again as it is now."""
+        with self.db.transaction() as s:
+            repo = ApprovalRepository(s)
+            request = repo.get(drawn.id, for_update=True)
+            if request is None:
+                return
+            repo.adopt_card(request, channel=ref.channel, ts=ref.ts, shows=drawn.status)
+            now = approval_view(request)
+        if (now.status, now.outcome, now.actions) != (drawn.status, drawn.outcome, drawn.actions):
+            self.show_card(now)
+
+    def show_card(self, view: ApprovalView) -> None:
+        """Re-render the card; remember what it shows so a stale card can be repaired later.
+        A card whose reference is not stored yet is left to whoever stores it."""
+        if view.card_ts is None:
+            return
+        try:
+            self.notifier.approval_updated(view)
+        except Exception:
+            logger.exception("could not update the card of %s; it is retried later", view.id)
+            return
+        with self.db.transaction() as s:
+            ApprovalRepository(s).mark_card(view.id, status=view.status)
+
+    def retry_card_posts(self, *, created_before: dt.datetime) -> int:
+        """Cards that never got a reference, under the run's thread lock, which the first poster
+        holds until it is done: never while that post is under way, one process at a time.
+        Busy runs wait for the next round."""
+        with self.db.transaction() as s:
+            missing = ApprovalRepository(s).without_card(created_before=created_before)
+        done = 0
+        for request_id, run_id in missing:
+            with self.locks.try_hold(run_id) as held:
+                if held:
+                    self.post_card(request_id, look_first=True)
+                    done += 1
+        return done
+
+    def repair_cards(self) -> int:
+        """Redraw cards whose message shows an older status (a crash between the two)."""
+        with self.db.transaction() as s:
+            views = [approval_view(r) for r in MaintenanceQueries(s).cards_out_of_date()]
+        for view in views:
+            self.show_card(view)
+        return len(views)
+
+    # Results and notices --------------------------------------------------------------------
+
+    def run_finished(self, run: RunView) -> None:
+        """Tell the thread, then remember it was told (a crash in between tells it twice)."""
+        fault_point("before_result")
+        try:
+            self.notifier.run_finished(run)
+        except Exception:
+            logger.exception("could not post the result of %s; it is retried later", run.id)
+            return
+        with self.db.transaction() as s:
+            stored = RunRepository(s).get(run.id)
+            if stored is not None:
+                stored.result_posted = True
+
+    def post_missing_results(self, *, settled_before: dt.datetime) -> int:
+        """Results of finished runs that never reached the thread; one replica posts each."""
+        with self.db.transaction() as s:
+            candidates = MaintenanceQueries(s).results_not_posted(settled_before=settled_before)
+        posted = 0
+        for run_id in candidates:
+            with self.db.transaction() as s:
+                won = RunRepository(s).claim_result_post(run_id)
+                run = RunRepository(s).get(run_id) if won else None
+                view = run_view(run) if run is not None else None
+            if view is not None:
+                self.run_finished(view)
+                posted += 1
+        return posted
+
+    def expired(self, view: ApprovalView) -> None:
+        self.notifier.approval_expired(view)
+
+    def remind(self, view: ApprovalView, reviewers: Reviewers, escalation: str | None) -> None:
+        self.notifier.approval_reminder(view, reviewers, escalation)

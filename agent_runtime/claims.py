@@ -1,0 +1,89 @@
+"""Who resumes a request: one claim per request, held under a lease that its owner renews while
+it works and that another process takes over when the owner dies."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.orm import Session
+
+from store.db import Database
+from store.maintenance import MaintenanceQueries
+from store.models import ApprovalRequest
+from store.repositories import ApprovalRepository, AuditRepository
+from store.statuses import RequestStatus
+
+
+def process_owner() -> str:
+    """This process's name on its claims: host, pid and a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Claims:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        clock: Callable[[], dt.datetime],
+        lease: dt.timedelta,
+        owner: str | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.lease = lease
+        self.owner = owner or process_owner()
+
+    def claim(self, session: Session, request_id: str) -> bool:
+        """pending -> resuming, in the caller's transaction; true for exactly one caller."""
+        return ApprovalRepository(session).claim(request_id, owner=self.owner, lease=self.lease)
+
+    def held(self, request: ApprovalRequest) -> bool:
+        """Whether this process holds the request's claim (and may resume it)."""
+        return request.status == RequestStatus.RESUMING and request.claimed_by == self.owner
+
+    def take_over_stale(self) -> list[str]:
+        """Claims of dead owners this process took (one taker wins each), audited."""
+        now = self.clock()
+        with self.db.transaction() as s:
+            stale = MaintenanceQueries(s).stale_claims(now)
+        won = []
+        for request_id in stale:
+            with self.db.transaction() as s:
+                if ApprovalRepository(s).take_over(
+                    request_id, owner=self.owner, now=now, lease=self.lease
+                ):
+                    AuditRepository(s).record(
+                        "resume_taken_over", request_id=request_id, detail={"owner": self.owner}
+                    )
+                    won.append(request_id)
+        return won
+
+    def settled_before(self) -> dt.datetime:
+        """Work last touched before this is not in progress anywhere (a lease has passed)."""
+        return self.clock() - self.lease
+
+    @contextmanager
+    def kept(self, request_id: str) -> Iterator[None]:
+        """Renew the claim while the body runs, so a slow resume is not taken over."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.lease.total_seconds() / 3):
+                with self.db.transaction() as s:
+                    ApprovalRepository(s).renew_claim(
+                        request_id, owner=self.owner, until=self.clock() + self.lease
+                    )
+
+        keeper = threading.Thread(target=renew, name=f"lease-{request_id}", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join(timeout=5)

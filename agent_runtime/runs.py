@@ -1,0 +1,203 @@
+"""A run's life: recorded when asked for, executed to its first interrupt, then at every stop
+either new approvals recorded (and their cards posted) or its result recorded and posted.
+
+Callers hold the run's thread lock around ``execute`` and ``record_stop``: one process at a time
+moves a thread. Nothing here resumes anything; ``record_stop`` returns what must be resumed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from langchain_core.messages import HumanMessage
+from langgraph.types import StateSnapshot
+
+from agent_runtime.announcer import Announcer
+from agent_runtime.authorization import Actor
+from agent_runtime.claims import Claims
+from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
+from agent_runtime.graph_runtime import GraphRuntime
+from agent_runtime.policy import Policy
+from agent_runtime.recording import POLICY_VETO, build_request
+from agent_runtime.views import RunView, run_view
+from agent_runtime.wire import (
+    PendingInterrupt,
+    final_text,
+    pending_interrupts,
+    subagent_of,
+    tool_call_ids,
+)
+from store.db import Database
+from store.models import Action, Run, new_id
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.statuses import RunStatus
+
+logger = logging.getLogger(__name__)
+
+
+class RunLifecycle:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        runtime: GraphRuntime,
+        policy: Policy,
+        claims: Claims,
+        announcer: Announcer,
+        clock: Callable[[], dt.datetime],
+        usergroup_members: Callable[[str], frozenset[str]],
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.policy = policy
+        self.claims = claims
+        self.announcer = announcer
+        self.clock = clock
+        self.usergroup_members = usergroup_members
+
+    def start(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
+        """Record a run (fast); ``execute`` does the slow part. Refusals are audited."""
+        if not self.policy.may_request(actor.user_id, usergroup_members=self.usergroup_members):
+            with self.db.transaction() as s:
+                AuditRepository(s).record(
+                    "run_refused",
+                    outcome="refused",
+                    actor_id=actor.user_id,
+                    team_id=actor.team_id,
+                    reason="not a requester",
+                )
+            raise NotPermitted(actor.user_id)
+        now = self.clock()
+        run = Run(
+            id=new_id("run"),
+            team_id=actor.team_id,
+            enterprise_id=actor.enterprise_id,
+            requester_id=actor.user_id,
+            channel_id=channel_id,
+            request_text=text,
+            status=RunStatus.RUNNING,
+            created_at=now,
+            updated_at=now,
+        )
+        with self.db.transaction() as s:
+            RunRepository(s).add(run)
+            AuditRepository(s).record(
+                "run_started",
+                actor_id=actor.user_id,
+                team_id=actor.team_id,
+                run_id=run.id,
+                detail={"channel": channel_id, "text": text[:2000]},
+            )
+        return run_view(run)
+
+    def set_thread(self, run_id: str, thread_ts: str) -> None:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            if run is not None:
+                run.thread_ts = thread_ts
+
+    def execute(self, run_id: str) -> StateSnapshot | None:
+        """Run the agent to its first interrupt or its end; the state it stopped in, or
+        ``None`` when there is nothing more to do (already started, or failed and told)."""
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+        if run is None:
+            raise LookupError(run_id)
+        if self.runtime.has_checkpoint(run_id):
+            logger.warning("run %s already has a checkpoint; not starting it again", run_id)
+            return None
+        try:
+            self.runtime.invoke({"messages": [HumanMessage(run.request_text)]}, run_id)
+        except Exception as exc:
+            logger.exception("run %s failed", run_id)
+            self.fail(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
+            return None
+        return self.runtime.state(run_id)
+
+    def record_stop(self, run_id: str, state: StateSnapshot | None = None) -> list[str]:
+        """After the graph stopped: its result, or its new interrupts with their cards.
+        Returns the requests nothing was left to decide on (exempt, or refused by policy):
+        they are claimed already, for the caller to resume."""
+        state = state if state is not None else self.runtime.state(run_id)
+        if not state.interrupts:
+            self._finish(run_id, RunStatus.COMPLETED, final_text(state.values))
+            return []
+        try:
+            pendings = pending_interrupts(state.interrupts)
+        except UnsupportedInterrupt as exc:
+            self.fail(run_id, f"The agent paused on something I cannot review: {exc}")
+            return []
+        to_resume: list[str] = []
+        for pending in pendings:
+            recorded = self._record_interrupt(run_id, pending, state=state)
+            if recorded is None:
+                continue
+            request_id, decided = recorded
+            if decided:
+                to_resume.append(request_id)
+            else:
+                self.announcer.post_card(request_id)
+        return to_resume
+
+    def _record_interrupt(
+        self, run_id: str, pending: PendingInterrupt, *, state: StateSnapshot
+    ) -> tuple[str, bool] | None:
+        """The request of one interrupt (once), and whether it is decided and claimed."""
+        messages = state.values.get("messages", [])
+        with self.db.transaction() as s:
+            repo = ApprovalRepository(s)
+            run = RunRepository(s).get(run_id)
+            if run is None or repo.by_interrupt(run_id, pending.interrupt_id):
+                return None
+            request, actions = build_request(
+                run,
+                pending,
+                policy=self.policy,
+                catalog=self.runtime.catalog,
+                now=self.clock(),
+                tool_call_ids=tool_call_ids(messages, pending),
+                taken_operations=repo.operation_ids(run_id),
+                subagent=subagent_of(messages, pending),
+            )
+            repo.add(request, actions)
+            RunRepository(s).set_status(run, RunStatus.WAITING)
+            AuditRepository(s).record(
+                "interrupt_recorded",
+                run_id=run_id,
+                request_id=request.id,
+                team_id=run.team_id,
+                detail={"interrupt_id": pending.interrupt_id, "actions": _audited(actions)},
+            )
+            # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
+            decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
+            return request.id, decided
+
+    def fail(self, run_id: str, reason: str) -> None:
+        self._finish(run_id, RunStatus.FAILED, reason)
+
+    def _finish(self, run_id: str, status: RunStatus, text: str) -> None:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            assert run is not None
+            RunRepository(s).set_status(run, status, result_text=text)
+            if status == RunStatus.COMPLETED:
+                AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
+            else:
+                AuditRepository(s).record(
+                    "run_failed", outcome="error", run_id=run_id, team_id=run.team_id, reason=text
+                )
+            view = run_view(run)
+        self.announcer.run_finished(view)
+
+
+def _audited(actions: list[Action]) -> list[dict[str, object]]:
+    return [
+        {
+            "tool": a.tool_name,
+            "hash": a.action_hash,
+            "exempt": a.exempt,
+            "policy_violation": (a.extra or {}).get(POLICY_VETO),
+        }
+        for a in actions
+    ]

@@ -1,0 +1,79 @@
+"""The queries background maintenance runs: what a dead process left unfinished, and what
+retention may delete. Read-mostly; the guarded updates that win races are in ``repositories``."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import Select, or_, select
+from sqlalchemy.orm import Session
+
+from store.models import ApprovalRequest, Run
+from store.statuses import FINISHED_RUN, OPEN_REQUEST, RequestStatus, RunStatus
+
+
+class MaintenanceQueries:
+    def __init__(self, session: Session, *, limit: int = 100) -> None:
+        self.session = session
+        self.limit = limit
+
+    def stale_claims(self, now: dt.datetime) -> list[str]:
+        """Requests still resuming after their owner's lease ran out: the owner died."""
+        stmt = select(ApprovalRequest.id).where(
+            ApprovalRequest.status == RequestStatus.RESUMING,
+            ApprovalRequest.claim_expires_at <= now,
+        )
+        return list(self.session.scalars(stmt.limit(self.limit)))
+
+    def stalled_runs(self, *, settled_before: dt.datetime) -> list[str]:
+        """Runs left waiting with no open approval (their next step was never recorded)."""
+        stmt = select(Run.id).where(
+            Run.status == RunStatus.WAITING,
+            Run.updated_at <= settled_before,
+            Run.id.not_in(self._open_runs()),
+        )
+        return list(self.session.scalars(stmt.limit(self.limit)))
+
+    def is_stalled(self, run_id: str) -> bool:
+        """``stalled_runs``' condition for one run, read again under the run's lock."""
+        waiting = self.session.scalar(select(Run.status).where(Run.id == run_id))
+        open_now = self.session.scalar(
+            select(ApprovalRequest.id)
+            .where(ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(OPEN_REQUEST))
+            .limit(1)
+        )
+        return waiting == RunStatus.WAITING and open_now is None
+
+    def cards_out_of_date(self) -> list[ApprovalRequest]:
+        """Cards whose message shows another status than the request's (not while resuming:
+        the resumer draws that card itself)."""
+        stmt = select(ApprovalRequest).where(
+            ApprovalRequest.card_ts.is_not(None),
+            ApprovalRequest.status != RequestStatus.RESUMING,
+            or_(
+                ApprovalRequest.card_status.is_(None),
+                ApprovalRequest.card_status != ApprovalRequest.status,
+            ),
+        )
+        return list(self.session.scalars(stmt.limit(self.limit)))
+
+    def results_not_posted(self, *, settled_before: dt.datetime) -> list[str]:
+        stmt = select(Run.id).where(
+            Run.status.in_(FINISHED_RUN),
+            Run.result_posted.is_(False),
+            Run.updated_at <= settled_before,
+        )
+        return list(self.session.scalars(stmt.limit(self.limit)))
+
+    def finished_runs(self, *, before: dt.datetime) -> list[str]:
+        """Finished runs with nothing open, last changed before ``before`` (all of them)."""
+        stmt = select(Run.id).where(
+            Run.status.in_(FINISHED_RUN),
+            Run.updated_at <= before,
+            Run.id.not_in(self._open_runs()),
+        )
+        return list(self.session.scalars(stmt))
+
+    @staticmethod
+    def _open_runs() -> Select[str]:
+        return select(ApprovalRequest.run_id).where(ApprovalRequest.status.in_(OPEN_REQUEST))

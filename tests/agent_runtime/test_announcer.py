@@ -1,0 +1,119 @@
+"""The announcer with a notifier that fails on demand: nothing it was asked to say is lost,
+and nothing is said twice when Slack took it but the answer was lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from agent_runtime.announcer import Announcer
+from agent_runtime.notifier import MessageRef, NullNotifier
+from agent_runtime.views import ApprovalView, RunView, run_view
+from store.locks import ThreadLocks
+from store.models import utcnow
+from store.repositories import ApprovalRepository, RunRepository
+from store.statuses import RequestStatus, RunStatus
+from tests.agent_runtime.rows import seed_request, sqlite_store
+
+
+@dataclass
+class FlakyNotifier(NullNotifier):
+    failing: bool = True
+    posted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    results: list[str] = field(default_factory=list)
+    in_chat: MessageRef | None = None
+
+    def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
+        if self.failing:
+            raise TimeoutError("slack did not answer")
+        self.posted.append(approval.id)
+        return MessageRef("C1", f"{len(self.posted)}.5")
+
+    def find_card(self, approval: ApprovalView) -> MessageRef | None:
+        return self.in_chat
+
+    def approval_updated(self, approval: ApprovalView) -> None:
+        if self.failing:
+            raise TimeoutError("slack did not answer")
+        self.updated.append(approval.status)
+
+    def run_finished(self, run: RunView) -> None:
+        if self.failing:
+            raise TimeoutError("slack did not answer")
+        self.results.append(run.id)
+
+
+def announcer_on(tmp_path):  # type: ignore[no-untyped-def]
+    db = sqlite_store(tmp_path)
+    notifier = FlakyNotifier()
+    return db, notifier, Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
+
+
+def card_of(db, request_id):  # type: ignore[no-untyped-def]
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        return request.card_ts, request.card_status
+
+
+def test_a_failed_post_is_posted_again_later_once(tmp_path):
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    announcer.post_card(seeded.request_id)
+    assert card_of(db, seeded.request_id) == (None, None), "no card, no reference"
+    notifier.failing = False
+    later = utcnow() + dt.timedelta(seconds=1)
+    assert announcer.retry_card_posts(created_before=later) == 1
+    assert card_of(db, seeded.request_id) == ("1.5", RequestStatus.PENDING)
+    assert announcer.retry_card_posts(created_before=later) == 0, "posted once"
+    assert notifier.posted == [seeded.request_id]
+
+
+def test_a_card_slack_took_is_adopted_not_posted_twice(tmp_path):
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    notifier.in_chat = MessageRef("C1", "9.9")
+    announcer.retry_card_posts(created_before=utcnow() + dt.timedelta(seconds=1))
+    assert card_of(db, seeded.request_id) == ("9.9", RequestStatus.PENDING)
+    assert notifier.posted == []
+
+
+def test_a_card_left_out_of_date_is_redrawn(tmp_path):
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    notifier.failing = False
+    announcer.post_card(seeded.request_id)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
+    assert announcer.repair_cards() == 1
+    assert notifier.updated == [RequestStatus.RESOLVED]
+    assert announcer.repair_cards() == 0, "the card now shows what the request is"
+
+
+def test_a_result_that_did_not_reach_the_thread_is_posted_later_once(tmp_path):
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    with db.transaction() as s:
+        run = RunRepository(s).get(seeded.run_id)
+        RunRepository(s).set_status(run, RunStatus.COMPLETED, result_text="sent")
+        view = run_view(run)
+    announcer.run_finished(view)
+    settled = utcnow() + dt.timedelta(seconds=1)
+    notifier.failing = False
+    assert announcer.post_missing_results(settled_before=settled) == 1
+    assert announcer.post_missing_results(settled_before=settled) == 0
+    assert notifier.results == [seeded.run_id]
+
+
+def test_a_result_that_reached_the_thread_is_not_posted_again(tmp_path):
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    with db.transaction() as s:
+        run = RunRepository(s).get(seeded.run_id)
+        RunRepository(s).set_status(run, RunStatus.FAILED, result_text="no")
+        view = run_view(run)
+    notifier.failing = False
+    announcer.run_finished(view)
+    assert announcer.post_missing_results(settled_before=utcnow() + dt.timedelta(seconds=1)) == 0
+    assert notifier.results == [seeded.run_id]

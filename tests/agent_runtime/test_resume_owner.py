@@ -1,0 +1,100 @@
+"""The resumer alone, on a fake thread: it refuses to resume what it cannot verify, reports a
+failed resume for its caller to act on, and never resumes a request it does not hold."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from agent_runtime.announcer import Announcer
+from agent_runtime.catalog import ToolCatalog
+from agent_runtime.claims import Claims
+from agent_runtime.notifier import NullNotifier
+from agent_runtime.policy import load_policy
+from agent_runtime.resume import NOTHING, Resumer
+from agent_runtime.views import RunView
+from store.locks import ThreadLocks
+from store.models import utcnow
+from store.repositories import ApprovalRepository, RunRepository
+from store.statuses import ActionOutcome, RequestStatus, RunStatus
+from tests.agent_runtime.rows import seed_request, sqlite_store
+
+
+@dataclass
+class FakeThread:
+    """A thread with no checkpoint (``created_at`` None) or no interrupt waiting."""
+
+    created: bool = True
+    invoked: list[Any] = field(default_factory=list)
+    catalog: ToolCatalog = field(default_factory=ToolCatalog)
+
+    def state(self, thread_id: str) -> Any:
+        return SimpleNamespace(
+            created_at=utcnow() if self.created else None, interrupts=(), next=(), values={}
+        )
+
+    def invoke(self, payload: Any, thread_id: str) -> None:
+        self.invoked.append(payload)
+
+
+@dataclass
+class Told(NullNotifier):
+    results: list[RunView] = field(default_factory=list)
+
+    def run_finished(self, run: RunView) -> None:
+        self.results.append(run)
+
+
+def resumer_on(tmp_path, thread: FakeThread, *, claimed_by: str = "me"):  # type: ignore[no-untyped-def]
+    db = sqlite_store(tmp_path)
+    seeded = seed_request(db)
+    claims = Claims(db=db, clock=utcnow, lease=dt.timedelta(minutes=1), owner="me")
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.actions[0].outcome = ActionOutcome.APPROVED
+        other = Claims(db=db, clock=utcnow, lease=dt.timedelta(minutes=1), owner=claimed_by)
+        assert other.claim(s, seeded.request_id)
+    told = Told()
+    announcer = Announcer(db=db, notifier=told, locks=ThreadLocks(db))
+    resumer = Resumer(
+        db=db,
+        runtime=thread,  # type: ignore[arg-type]
+        policy=load_policy(None),
+        claims=claims,
+        announcer=announcer,
+    )
+    return db, seeded, resumer, told
+
+
+def statuses(db, seeded):  # type: ignore[no-untyped-def]
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        run = RunRepository(s).get(seeded.run_id)
+        return request.status, run.status
+
+
+def test_a_thread_with_no_checkpoint_is_never_started_afresh(tmp_path):
+    thread = FakeThread(created=False)
+    db, seeded, resumer, told = resumer_on(tmp_path, thread)
+    assert resumer.resume(seeded.request_id) == NOTHING
+    assert thread.invoked == []
+    assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.FAILED)
+    assert [r.id for r in told.results] == [seeded.run_id], "the thread is told"
+
+
+def test_a_thread_no_longer_waiting_is_not_resumed(tmp_path):
+    thread = FakeThread()
+    db, seeded, resumer, _told = resumer_on(tmp_path, thread)
+    assert resumer.resume(seeded.request_id) == NOTHING
+    assert thread.invoked == []
+    assert statuses(db, seeded)[0] == RequestStatus.INVALIDATED
+
+
+def test_a_request_held_by_another_process_is_left_alone(tmp_path):
+    thread = FakeThread(created=False)
+    db, seeded, resumer, told = resumer_on(tmp_path, thread, claimed_by="someone-else")
+    assert resumer.resume(seeded.request_id) == NOTHING
+    assert statuses(db, seeded) == (RequestStatus.RESUMING, RunStatus.WAITING)
+    assert told.results == []
