@@ -204,12 +204,14 @@ def listing_figure(blocks: Sequence[str]) -> tuple[float, str]:
         header = [c.strip() for c in lines[0].strip("|").split("|")]
         for line in lines[2:]:
             cells = [c.strip() for c in line.strip("|").split("|")]
-            if not cells[0].startswith("list one reviewer"):
+            if "pending" not in cells[0].lower():
                 continue
-            for want in ("p95", "ms"):
-                column = next((i for i, h in enumerate(header) if want in h.split()), None)
-                if column is not None:
-                    return float(cells[column]), "p95" if want == "p95" else "median"
+            p95 = [i for i, h in enumerate(header) if "p95" in h.lower()]
+            if p95:
+                return float(cells[p95[0]]), "p95"
+            median = [i for i, h in enumerate(header) if "ms" in h.lower().split()]
+            if median:
+                return float(cells[median[0]]), "median"
     raise ValueError("store_bench printed no pending-list row")
 
 

@@ -41,11 +41,12 @@ def test_goals_point_the_right_way() -> None:
 
 def test_pending_list_reads_p95_when_store_bench_has_it_else_its_median() -> None:
     median_only = (
-        "\nStore\n| operation | ms | notes |\n|---|---|---|\n| list one reviewer's x | 63.8 | n |"
+        "\nStore\n| operation | ms | notes |\n|---|---|---|\n"
+        "| record a decision | 11.7 | n |\n| list one reviewer's pending | 63.8 | n |"
     )
     with_p95 = (
         "\nStore\n| operation | p50 ms | p95 ms | notes |\n|---|---|---|---|\n"
-        "| record a decision | 9.0 | 11.0 | n |\n| list one reviewer's x | 12.5 | 18.25 | n |"
+        "| record a decision | 9.0 | 11.0 | n |\n| list one reviewer's pending | 12.5 | 18.25 | n |"
     )
     assert ratios.listing_figure([median_only]) == (63.8, "median")
     assert ratios.listing_figure(["no table", with_p95]) == (18.25, "p95")
