@@ -3,6 +3,9 @@ still do, and every chain is checked as the single chain was."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from sqlalchemy import select, text, update
 from sqlalchemy.exc import OperationalError
@@ -46,6 +49,43 @@ def test_appends_for_different_runs_do_not_wait_for_each_other(pg_url: str) -> N
     append_for(db, x, "after")  # once A committed, run X's chain takes the next append
     report = check(db)
     assert report.intact and report.checked == 3
+    db.dispose()
+
+
+def _wait_until_another_backend_waits_for_a_lock(db: Database) -> None:
+    """Returns once some other connection is blocked on a lock (polls; fails after 10s)."""
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+    )
+    deadline = time.monotonic() + 10
+    with db.engine.connect() as conn:
+        while not conn.execute(query).scalar_one():
+            assert time.monotonic() < deadline, "the second append never waited"
+            conn.rollback()
+
+
+def test_appends_for_one_run_take_turns_and_link_up(pg_url: str) -> None:
+    """The second append waits for the first to commit, then links to it."""
+    db = open_store(pg_url)
+    (x,) = runs_in_distinct_shards(1)
+    failures: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            append_for(db, x, "second")
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            failures.append(exc)
+
+    worker = threading.Thread(target=second)
+    with db.transaction() as holder:
+        AuditRepository(holder).record("first", run_id=x)
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+    worker.join(timeout=30)
+    assert not worker.is_alive() and not failures
+    report = check(db)
+    assert report.problem is None and report.checked == 2
     db.dispose()
 
 

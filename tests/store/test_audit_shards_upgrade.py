@@ -121,7 +121,9 @@ def test_a_sealed_keyed_single_chain_log_becomes_shard_zero(store_url: str) -> N
     assert report.intact and report.checked == 7 and report.sealed == 3
     with db.transaction() as s:
         assert AuditRepository(s).verify(expect=Expected.parse(kept)).problem is None
-        assert {e.shard for e in AuditRepository(s).iter_all() if e.kind in {"a", "b", "c", "d"}} == {0}
+        assert {
+            e.shard for e in AuditRepository(s).iter_all() if e.kind in {"a", "b", "c", "d"}
+        } == {0}
     db.dispose()
 
 
@@ -143,3 +145,25 @@ def test_an_unkeyed_single_chain_log_can_still_be_sealed_with_the_kept_values(
     report = check(keyed)
     assert report.intact and report.checked == 4 and report.sealed == 3
     keyed.dispose()
+
+
+def test_a_log_still_in_shard_zero_goes_back_to_one_chain(store_url: str) -> None:
+    db = Database(store_url, audit_key=KEY)
+    upgrade(db.engine, audit_key=KEY)
+    with db.transaction() as s:
+        AuditRepository(s).record("no run", actor_id="U1")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+    with db.engine.connect() as conn:
+        head = _old_head(conn)
+    assert head["event_count"] == 1 and head["mac"] == _old_head_mac(KEY, head)
+    prepare(db)  # and up again, keyed as it was
+    assert check(db).intact and check(db).checked == 1
+    append_for(db, runs_in_distinct_shards(1)[0], "spread")
+    with pytest.raises(Exception, match="other shards"), db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+    db.dispose()
