@@ -21,6 +21,7 @@ from agent_runtime.graph_runtime import close_checkpointer, open_runtime
 from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import load_policy
 from bench.common import fresh_database, ms, table
+from store import pending_slots
 from store.audit_export import export
 from store.db import Database
 from store.migrate import upgrade
@@ -143,6 +144,8 @@ def run_all() -> list[str]:
         upgrade(db.engine)
         started = time.perf_counter()
         pending = _load(db)
+        with db.transaction() as session:
+            pending_slots.rebuild(session)  # COPY bypasses the store, as a restore would
         loaded = time.perf_counter() - started
         runtime = open_runtime(
             database_url=url,
