@@ -184,6 +184,11 @@ def test_the_slots_move_with_their_transaction(store_url: str) -> None:
     with db.transaction() as s:
         s.get(Action, request.actions[0].id).outcome = "rejected"  # type: ignore[union-attr]
     assert _fast(db, REL, [RM], []) == []
+    with db.transaction() as s:  # an action added later to the open request opens it again
+        late = _action(1, [SECURITY])
+        late.request_id = request.id
+        s.add(late)
+    assert _fast(db, SEC, [SECURITY], []) == [request.id]
     db.dispose()
 
 
