@@ -95,6 +95,16 @@ def _load(db: Database) -> list[str]:
                     )
                 )
         with cur.copy(
+            "COPY decisions (id, action_id, request_id, reviewer_id, type, action_hash, "
+            "created_at) FROM STDIN"
+        ) as copy:
+            for i in range(REQUESTS - PENDING):  # history: each decided by one of the listers
+                reviewer = LISTERS[i % 3]
+                action_id = f"act_{uuid.UUID(int=i).hex}"
+                copy.write_row(
+                    (f"dec_{i}", action_id, f"apr_{i}", reviewer, "approve", SEEDED_HASH, now)
+                )
+        with cur.copy(
             "COPY audit_events (created_at, kind, outcome, actor_id, run_id, "
             "request_id, detail, prev_hash, hash) FROM STDIN"
         ) as copy:
@@ -146,6 +156,9 @@ def run_all() -> list[str]:
         pending = _load(db)
         with db.transaction() as session:
             pending_slots.rebuild(session)  # COPY bypasses the store, as a restore would
+        with db.engine.connect() as conn:  # and, like a restore, is followed by ANALYZE
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
         loaded = time.perf_counter() - started
         runtime = open_runtime(
             database_url=url,
