@@ -16,10 +16,11 @@ if TYPE_CHECKING:
 def pending_for(engine: ApprovalEngine, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
     """Narrowed in SQL by the eligibility rules (open review slots), then checked exactly."""
     policy = engine.policy
-    roles = [
+    roles = [  # "requester" counts on one's own requests only, as in is_eligible
         role
         for role in policy.roles
-        if policy.is_member(actor.user_id, role, usergroup_members=engine.usergroup_members)
+        if role != REQUESTER_ROLE
+        and policy.is_member(actor.user_id, role, usergroup_members=engine.usergroup_members)
     ]
     with engine.db.transaction() as s:
         requests = ApprovalRepository(s).pending(
