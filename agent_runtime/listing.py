@@ -14,15 +14,18 @@ if TYPE_CHECKING:
 
 
 def pending_for(engine: ApprovalEngine, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
-    """Candidates are narrowed in SQL by the reviewer's roles, then checked exactly."""
+    """Narrowed in SQL by the eligibility rules (open review slots), then checked exactly."""
     policy = engine.policy
-    roles = [REQUESTER_ROLE] + [
+    roles = [  # "requester" counts on one's own requests only, as in is_eligible
         role
         for role in policy.roles
-        if policy.is_member(actor.user_id, role, usergroup_members=engine.usergroup_members)
+        if role != REQUESTER_ROLE
+        and policy.is_member(actor.user_id, role, usergroup_members=engine.usergroup_members)
     ]
     with engine.db.transaction() as s:
-        requests = ApprovalRepository(s).pending(roles=roles, limit=limit * 2)
+        requests = ApprovalRepository(s).pending(
+            reviewer=actor.user_id, roles=roles, own_roles=[REQUESTER_ROLE], limit=limit
+        )
         views = [approval_view(r) for r in requests]
     mine = [
         view

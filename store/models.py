@@ -151,6 +151,21 @@ class Action(Base):
     )
 
 
+class PendingSlot(Base):
+    """One approver role of one open action of a pending request: the rows "what waits on me"
+    reads. Derived data, kept by store.pending_slots in the transaction that changes the source.
+    """
+
+    __tablename__ = "pending_slots"
+    __table_args__ = (Index("ix_pending_slots_role_expiry", "role", "expires_at", "request_id"),)
+
+    action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    requester_id: Mapped[str] = mapped_column(String(32))
+
+
 class Decision(Base):
     __tablename__ = "decisions"
 
