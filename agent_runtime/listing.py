@@ -24,14 +24,17 @@ class PendingList:
         self.usergroup_members = usergroup_members
 
     def for_reviewer(self, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
-        """Candidates are narrowed in SQL by the reviewer's roles, then checked exactly."""
-        roles = [REQUESTER_ROLE] + [
+        """Narrowed in SQL by the eligibility rules (open review slots), then checked exactly."""
+        roles = [  # "requester" counts on one's own requests only, as in is_eligible
             role
             for role in self.policy.roles
-            if self.policy.is_member(actor.user_id, role, usergroup_members=self.usergroup_members)
+            if role != REQUESTER_ROLE
+            and self.policy.is_member(actor.user_id, role, usergroup_members=self.usergroup_members)
         ]
         with self.db.transaction() as s:
-            requests = ApprovalRepository(s).pending(roles=roles, limit=limit * 2)
+            requests = ApprovalRepository(s).pending(
+                reviewer=actor.user_id, roles=roles, own_roles=[REQUESTER_ROLE], limit=limit
+            )
             views = [approval_view(r) for r in requests]
         mine = [
             view

@@ -1,7 +1,8 @@
 """Run every benchmark and print the figures: ``python -m bench.run``.
 
 Needs PostgreSQL (``BENCH_DATABASE_URL``, default postgresql://127.0.0.1:5432/test, a role that
-may create databases). Prints tables; BENCHMARKS.md holds a copy with the machine they ran on.
+may create databases). Prints tables, then the ratios against the floors (bench/ratios.py, fed
+the store figures printed here); BENCHMARKS.md holds a copy with the machine they ran on.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import platform
 import sys
 import time
 
-from bench import http_bench, store_bench
+from bench import http_bench, ratios, store_bench
 
 
 def main() -> int:
@@ -19,9 +20,12 @@ def main() -> int:
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}"
     )
-    for section in (http_bench.run_all, store_bench.run_all):
-        for block in section():
-            print(block, flush=True)
+    for block in http_bench.run_all():
+        print(block, flush=True)
+    store = store_bench.run_all()
+    for block in store:
+        print(block, flush=True)
+    print(ratios.measure(store_blocks=store).render(), flush=True)
     print(f"\nall benchmarks took {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -1,8 +1,10 @@
-"""The benchmark's agent: one gated call, then a tool that takes ``BENCH_TOOL_SECONDS``."""
+"""The benchmark's agent: one gated call, then a tool that takes ``BENCH_TOOL_SECONDS``, or the
+``tool_seconds=S`` the request names (runs of different lengths from one bot process)."""
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Annotated, Any, TypedDict
 
@@ -31,9 +33,15 @@ def ask(state: State) -> State:
     return {"approved": answer["decisions"][0]["type"] == "approve"}
 
 
+def _tool_seconds(state: State) -> float:
+    request = next(m.text for m in state["messages"] if isinstance(m, HumanMessage))
+    named = re.search(r"tool_seconds=([0-9.]+)", request)
+    return float(named.group(1) if named else os.environ.get("BENCH_TOOL_SECONDS", "0.5"))
+
+
 def act(state: State) -> State:
     if state.get("approved"):
-        time.sleep(float(os.environ.get("BENCH_TOOL_SECONDS", "0.5")))
+        time.sleep(_tool_seconds(state))
     return {"messages": [AIMessage(content="done" if state.get("approved") else "skipped")]}
 
 

@@ -1,9 +1,10 @@
-"""The audit log is a chain: each event's hash covers its content and the previous hash.
+"""The audit log is a few chains (shards): each event's hash covers its content and the
+previous hash in its chain.
 
 With AUDIT_KEY the links are HMAC-SHA256, so someone with only database access cannot recompute
 them; without it they are plain SHA-256, which shows accidents but not a careful rewrite. A
-separately stored head (count, newest hash, keyed with AUDIT_KEY) anchors the end of the chain,
-so removing the newest events, or all of them, shows too. ``verify`` names what does not hold.
+separately stored head per chain (count, newest hash, keyed with AUDIT_KEY) anchors its end, so
+removing the newest events, or all of them, shows too. ``audit_verify`` walks the chains.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import datetime as dt
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from store.models import AuditEvent, AuditHead
+from store.models import AUDIT_SHARDS, AuditEvent, AuditHead
 
 CHAIN_FIELDS = (
     "created_at",
@@ -65,10 +66,22 @@ def digest(prev_hash: str, event: AuditEvent, *, key: bytes | None = None) -> st
 
 
 def head_mac(head: AuditHead, key: bytes) -> str:
-    """The head's MAC: without the key, no head can be forged to match a shortened log."""
+    """The head's MAC: without the key, no head can be forged to match a shortened log. It
+    names its shard, so heads cannot be swapped; shard 0 keeps the form a single-chain log's
+    head had, so such a log's keyed head still holds after it became shard 0."""
     fields = (head.event_count, head.last_event_id, head.last_hash, head.keyed_from)
-    message = "audit-head\n" + json.dumps(fields, separators=(",", ":"))
+    shard = head.id or 0
+    if shard == 0:
+        message = "audit-head\n" + json.dumps(fields, separators=(",", ":"))
+    else:
+        message = "audit-head-shard\n" + json.dumps([shard, *fields], separators=(",", ":"))
     return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def in_shard(shard: int, problem: str) -> str:
+    """A problem found in one chain, naming the chain unless it is shard 0 (where a log written
+    as a single chain lives)."""
+    return problem if shard == 0 else f"shard {shard}: {problem}"
 
 
 def head_problem(head: AuditHead | None, key: bytes | None) -> str | None:
@@ -90,18 +103,36 @@ def head_problem(head: AuditHead | None, key: bytes | None) -> str | None:
 
 @dataclass(frozen=True)
 class Expected:
-    """A head fingerprint kept outside the database: the log had ``count`` events and its keyed
-    head at that point had fingerprint ``fingerprint`` (``audit verify`` prints ``N:FP``)."""
+    """A fingerprint kept outside the database: the log had ``count`` events, ``counts[k]`` of
+    them in shard k, and its keyed heads at that point had fingerprint ``fingerprint``
+    (``audit verify`` prints ``N:FP``, with ``:c0,c1,...`` once shards other than 0 are used)."""
 
     count: int
     fingerprint: str
+    counts: tuple[int, ...]
 
     @classmethod
     def parse(cls, text: str) -> Expected:
-        count, sep, fingerprint = text.strip().partition(":")
+        count, sep, rest = text.strip().partition(":")
+        fingerprint, _, spread = rest.partition(":")
         if not sep or not count.isdigit() or not fingerprint:
             raise ValueError(f"expected N:FINGERPRINT as printed by `audit verify`, not {text!r}")
-        return cls(int(count), fingerprint.lower())
+        counts = (int(count),) + (0,) * (AUDIT_SHARDS - 1)
+        if spread:
+            parts = spread.split(",")
+            if len(parts) != AUDIT_SHARDS or not all(p.isdigit() for p in parts):
+                raise ValueError(f"expected {AUDIT_SHARDS} counts after the fingerprint: {text!r}")
+            counts = tuple(int(p) for p in parts)
+            if sum(counts) != int(count):
+                raise ValueError(f"the shard counts do not add up to {count}: {text!r}")
+        return cls(int(count), fingerprint.lower(), counts)
+
+    @property
+    def token(self) -> str:
+        """As ``audit verify`` printed it."""
+        if all(count == 0 for count in self.counts[1:]):
+            return f"{self.count}:{self.fingerprint}"
+        return f"{self.count}:{self.fingerprint}:{','.join(map(str, self.counts))}"
 
 
 @dataclass(frozen=True)
@@ -109,9 +140,9 @@ class ChainReport:
     """``consistent``: nothing found wrong. ``intact``: consistent and keyed, so nobody without
     the key could have rewritten it. ``unsealed``: AUDIT_KEY is set but the log is not keyed
     (never keyed, or rewritten without the key). ``sealed`` events were written before the key.
-    ``fingerprint`` (``N:FP``) identifies the keyed head: kept elsewhere and given back with
-    ``--expect``, it shows a later rollback of the log and its head to an earlier state, which
-    nothing inside the database can."""
+    ``fingerprint`` (``N:FP``) identifies the keyed heads: kept elsewhere and given back with
+    ``--expect``, it shows a later rollback of the log and its heads to an earlier state, which
+    nothing inside the database can. ``last_hash`` identifies an unkeyed log for sealing."""
 
     checked: int
     problem: str | None = None
@@ -130,126 +161,32 @@ class ChainReport:
         return self.consistent and self.keyed
 
 
-def fingerprint(
-    *, count: int, last_id: int | None, last_hash: str, keyed_from: int, key: bytes
-) -> str:
-    """The keyed head's fingerprint when the log had ``count`` events (a prefix of its MAC)."""
-    head = AuditHead(
-        event_count=count, last_event_id=last_id, last_hash=last_hash, keyed_from=keyed_from
-    )
-    return head_mac(head, key)[:16]
+def _single_chain(heads: Sequence[AuditHead]) -> bool:
+    return all(head.event_count == 0 for head in heads if (head.id or 0) != 0)
 
 
-@dataclass
-class _Walk:
-    count: int = 0
-    last_id: int | None = None
-    last_hash: str = ""
-    problem: str | None = None
-    marks: dict[int, str] = field(default_factory=dict)
+def combined_last_hash(heads: Sequence[AuditHead]) -> str:
+    """One value for the state of every chain (what ``audit seal`` is given): while only
+    shard 0 holds events, its newest hash, as a single-chain log printed it."""
+    if _single_chain(heads):
+        return next((h.last_hash for h in heads if (h.id or 0) == 0), "")
+    states = [[h.id, h.event_count, h.last_hash] for h in heads]
+    payload = "audit-heads\n" + json.dumps(states, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def _walk(
-    events: Iterable[AuditEvent], head: AuditHead, key: bytes | None, *, mark_at: int | None = None
-) -> _Walk:
-    walk = _Walk()
-    rows = iter(events)
-    while True:
-        if walk.count == mark_at and key is not None and head.keyed_from is not None:
-            walk.marks[walk.count] = fingerprint(
-                count=walk.count,
-                last_id=walk.last_id,
-                last_hash=walk.last_hash,
-                keyed_from=head.keyed_from,
-                key=key,
-            )
-        position = walk.count + 1
-        try:
-            event = next(rows)
-        except StopIteration:
-            return walk
-        except ValueError:  # e.g. a value SQLite stores as text, rewritten into garbage
-            walk.problem = f"an event from #{position} on cannot be read: a value was mangled"
-            return walk
-        keyed = head.keyed_from is not None and position >= head.keyed_from
-        where = f"event {event.id} (#{position})"
-        if event.prev_hash != walk.last_hash:
-            walk.problem = (
-                f"{where}: its link to the previous event does not match "
-                "(an event before it was removed, inserted or altered)"
-            )
-            return walk
-        if event.hash != digest(walk.last_hash, event, key=key if keyed else None):
-            kind = "MAC" if keyed else "hash"
-            walk.problem = f"{where} was altered: its content does not match its {kind}"
-            return walk
-        walk.count, walk.last_id, walk.last_hash = position, event.id, event.hash
-
-
-def _tail_problem(walk: _Walk, head: AuditHead) -> str | None:
-    recorded = f"the head records {head.event_count} events ending at event {head.last_event_id}"
-    if walk.count < head.event_count:
-        if walk.count == 0:
-            return f"the log is empty but {recorded}: it was emptied"
-        missing = head.event_count - walk.count
-        return (
-            f"the newest {missing} event(s) are missing: {recorded}, "
-            f"the log ends at event {walk.last_id} (#{walk.count})"
-        )
-    if walk.count > head.event_count:
-        extra = walk.count - head.event_count
-        return f"{extra} event(s) were added behind the head: {recorded}"
-    if walk.last_hash != head.last_hash or walk.last_id != head.last_event_id:
-        return f"the newest event, {walk.last_id}, does not match the head: {recorded}"
-    return None
-
-
-def _expect_problem(walk: _Walk, expect: Expected, *, keyed: bool) -> str | None:
-    if not keyed:
-        return "--expect needs a keyed log and its AUDIT_KEY"
-    if walk.count < expect.count:
-        return (
-            f"the log has {walk.count} events but had at least {expect.count} when "
-            f"{expect.count}:{expect.fingerprint} was printed: newer events were removed"
-        )
-    found = walk.marks.get(expect.count, "")
-    if not hmac.compare_digest(found.encode(), expect.fingerprint.encode()):
-        return (
-            f"at event #{expect.count} the head's fingerprint is {expect.count}:{found}, not "
-            f"{expect.count}:{expect.fingerprint}: the log up to there is not the one you kept"
-        )
-    return None
-
-
-def verify(
-    events: Iterable[AuditEvent],
-    *,
-    head: AuditHead | None,
-    key: bytes | None,
-    expect: Expected | None = None,
-) -> ChainReport:
-    """Check the head, walk the log in id order, then check that it ends where the head says
-    (and, given ``expect``, that it still holds what it held when that fingerprint was kept)."""
-    problem = head_problem(head, key)
-    unsealed = problem == UNSEALED
-    if (problem is not None and not unsealed) or head is None:
-        return ChainReport(0, problem)
-    mark_at = expect.count if expect is not None else None
-    walk = _walk(events, head, key, mark_at=mark_at)
-    keyed = key is not None and head.keyed_from is not None
-    problem = walk.problem or _tail_problem(walk, head)
-    if problem is None and expect is not None:
-        problem = _expect_problem(walk, expect, keyed=keyed)
-    sealed = (head.keyed_from - 1) if head.keyed_from is not None else 0
-    mark = ""
-    if keyed and key is not None and head.keyed_from is not None:
-        mark = f"{head.event_count}:{head_mac(head, key)[:16]}"
-    return ChainReport(
-        walk.count,
-        problem,
-        keyed=keyed,
-        unsealed=unsealed,
-        sealed=sealed,
-        fingerprint=mark,
-        last_hash=walk.last_hash,
-    )
+def fingerprint(heads: Sequence[AuditHead], key: bytes) -> str:
+    """The keyed heads' fingerprint, ``N:FP`` (``N:FP:c0,c1,...`` once shards other than 0
+    hold events): a prefix of a MAC over every head, shard 0's own MAC while only it is used."""
+    total = sum(head.event_count for head in heads)
+    if _single_chain(heads):
+        zero = next(h for h in heads if (h.id or 0) == 0)
+        return f"{total}:{head_mac(zero, key)[:16]}"
+    states = [
+        [h.id, h.event_count, h.last_event_id, h.last_hash, h.keyed_from]
+        for h in sorted(heads, key=lambda h: h.id or 0)
+    ]
+    message = "audit-heads\n" + json.dumps(states, separators=(",", ":"))
+    mac = hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
+    counts = ",".join(str(h.event_count) for h in sorted(heads, key=lambda h: h.id or 0))
+    return f"{total}:{mac}:{counts}"

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from store.audit_chain import CHAIN_FIELDS
 from store.models import AuditEvent
 
-FIELDS = ("id", *CHAIN_FIELDS, "prev_hash", "hash")
+FIELDS = ("id", "shard", *CHAIN_FIELDS, "prev_hash", "hash")
 
 
 def export(session: Session, out: TextIO, *, fmt: str = "jsonl", batch: int = 5000) -> int:

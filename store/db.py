@@ -21,20 +21,20 @@ AUDIT_SEEN_INFO = "audit_seen"
 
 
 class HighWater:
-    """The highest count this process has seen; shared by every session of one ``Database``,
-    so a count going backwards (a restored older copy of a row) can be noticed."""
+    """The highest count this process has seen of each counter (an audit shard); shared by
+    every session of one ``Database``, so a count going backwards (a restored older copy of a
+    row) can be noticed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._value = 0
+        self._values: dict[int, int] = {}
 
-    @property
-    def value(self) -> int:
-        return self._value
+    def value(self, counter: int = 0) -> int:
+        return self._values.get(counter, 0)
 
-    def saw(self, value: int) -> None:
+    def saw(self, value: int, counter: int = 0) -> None:
         with self._lock:
-            self._value = max(self._value, value)
+            self._values[counter] = max(self._values.get(counter, 0), value)
 
 
 class DatabaseUrlError(ValueError):

@@ -10,10 +10,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text, update
 
-from store.audit_chain import head_mac
+from store.audit_chain import AuditChainError, head_mac, head_problem
 from store.audit_log import AuditRepository
 from store.db import Database
-from store.models import AUDIT_HEAD_ID, AuditHead
+from store.models import AUDIT_SHARDS, AuditEvent, AuditHead
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x4D49_4752_4154_4521  # one lock for whoever migrates this database
@@ -39,6 +39,7 @@ def upgrade(engine: Engine, *, audit_key: bytes | None = None) -> str:
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
         created = MigrationContext.configure(connection).get_current_revision() is None
         config.attributes["connection"] = connection
+        config.attributes["audit_key"] = audit_key  # a keyed log's new shards are keyed with it
         command.upgrade(config, "head")
         if created and audit_key is not None:
             _key_new_audit_log(connection, audit_key)
@@ -62,19 +63,39 @@ def _has_audit_head(engine: Engine) -> bool:
 
 
 def _check_audit_key(db: Database) -> None:
+    with db.engine.connect() as connection:
+        columns = inspect(connection).get_columns(AuditEvent.__tablename__)
+    if not any(column["name"] == "shard" for column in columns):
+        _check_single_chain_key(db)
+        return
     with db.transaction() as session:
         AuditRepository(session).check_key()
 
 
+def _check_single_chain_key(db: Database) -> None:
+    """A log from before the shards: its one head (row 1) is what shard 0's head becomes."""
+    with db.engine.connect() as connection:
+        row = connection.execute(
+            text(
+                "SELECT event_count, last_event_id, last_hash, keyed_from, mac "
+                "FROM audit_head WHERE id = 1"
+            )
+        )
+        found = row.mappings().first()
+    head = AuditHead(id=0, **found) if found is not None else None
+    problem = head_problem(head, db.audit_key)
+    if problem is not None:
+        raise AuditChainError(f"audit log: {problem}")
+
+
 def _key_new_audit_log(connection: Connection, key: bytes) -> None:
-    head = AuditHead(
-        id=AUDIT_HEAD_ID, event_count=0, last_event_id=None, last_hash="", keyed_from=1
-    )
-    connection.execute(
-        update(AuditHead)
-        .where(AuditHead.id == AUDIT_HEAD_ID, AuditHead.event_count == 0)
-        .values(keyed_from=1, mac=head_mac(head, key))
-    )
+    for shard in range(AUDIT_SHARDS):
+        head = AuditHead(id=shard, event_count=0, last_event_id=None, last_hash="", keyed_from=1)
+        connection.execute(
+            update(AuditHead)
+            .where(AuditHead.id == shard, AuditHead.event_count == 0)
+            .values(keyed_from=1, mac=head_mac(head, key))
+        )
 
 
 def head_revision() -> str:

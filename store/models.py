@@ -153,6 +153,21 @@ class Action(Base):
     )
 
 
+class PendingSlot(Base):
+    """One approver role of one open action of a pending request: the rows "what waits on me"
+    reads. Derived data, kept by store.pending_slots in the transaction that changes the source.
+    """
+
+    __tablename__ = "pending_slots"
+    __table_args__ = (Index("ix_pending_slots_role_expiry", "role", "expires_at", "request_id"),)
+
+    action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    requester_id: Mapped[str] = mapped_column(String(32))
+
+
 class Decision(Base):
     __tablename__ = "decisions"
 
@@ -185,23 +200,28 @@ class AuditEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     prev_hash: Mapped[str] = mapped_column(String(64), default="")
     hash: Mapped[str] = mapped_column(String(64), default="")
+    shard: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
-AUDIT_HEAD_ID = 1
+AUDIT_SHARDS = 16
+"""The audit log is this many chains, each with its own head, so appends for different runs do
+not take turns. Fixed: a migration that changes it must re-anchor every head."""
 
 
 class AuditHead(Base):
-    """The chain's anchor, one row, advanced in the same transaction as every append: removing
-    the newest events (or all of them) leaves it pointing past the end of the log.
+    """A chain's anchor, one row per shard (``id``), advanced in the same transaction as every
+    append to it: removing its newest events (or all of them) leaves it pointing past the end.
 
     ``keyed_from`` is the position (1-based) of the first event chained with AUDIT_KEY; events
     before it were written unkeyed and are sealed by the first keyed link. ``mac`` covers the
     other fields with AUDIT_KEY, and is empty while the log is unkeyed."""
 
     __tablename__ = "audit_head"
-    __table_args__ = (CheckConstraint("id = 1", name="ck_audit_head_single_row"),)
+    __table_args__ = (
+        CheckConstraint(f"id >= 0 AND id < {AUDIT_SHARDS}", name="ck_audit_head_shard"),
+    )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, default=AUDIT_HEAD_ID)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     event_count: Mapped[int] = mapped_column(Integer, default=0)
     last_event_id: Mapped[int | None] = mapped_column(Integer)
     last_hash: Mapped[str] = mapped_column(String(64), default="")

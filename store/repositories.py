@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import typing
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import String, cast, exists, or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Result
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
+from store import pending_slots
 from store.audit_log import AuditRepository
 from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
+from store.statuses import OPEN_REQUEST, RequestStatus
 
 # The audit log's repository lives beside its chain; callers find every repository here.
 __all__ = ["ApprovalRepository", "AuditRepository", "DecisionRepository", "RunRepository"]
@@ -97,26 +98,33 @@ class ApprovalRepository:
         )
         return self.session.scalars(stmt).first()
 
-    def pending(self, *, roles: Iterable[str], limit: int) -> list[ApprovalRequest]:
-        """Pending requests with an open action one of ``roles`` may decide, soonest expiry
-        first. Roles are matched in the stored JSON text, which works on every backend."""
-        role_match = or_(
-            *(cast(Action.approver_roles, String).contains(json.dumps(r)) for r in roles)
-        )
-        open_action = exists().where(
-            Action.request_id == ApprovalRequest.id, Action.outcome.is_(None), role_match
-        )
+    def pending(
+        self,
+        *,
+        reviewer: str,
+        roles: Iterable[str],
+        own_roles: Iterable[str] = (),
+        limit: int,
+    ) -> list[ApprovalRequest]:
+        """Pending requests with an open action ``reviewer`` may decide (``roles`` on others'
+        requests, ``own_roles`` on their own, not one they already approved), soonest expiry
+        first; chosen from the open review slots (store.pending_slots)."""
+        mine = pending_slots.waiting_on(
+            reviewer=reviewer, roles=roles, own_roles=own_roles, limit=limit
+        ).subquery()
         stmt = (
             select(ApprovalRequest)
-            .where(ApprovalRequest.status == "pending", open_action)
-            .order_by(ApprovalRequest.expires_at)
-            .limit(limit)
+            .join(mine, ApprovalRequest.id == mine.c.request_id)
+            # The slots are kept exact; this guard costs nothing on the few rows chosen.
+            .where(ApprovalRequest.status == RequestStatus.PENDING)
+            .order_by(mine.c.expires_at, mine.c.request_id)
+            # One round trip: the few rows chosen, each with its run, actions and decisions.
             .options(
-                selectinload(ApprovalRequest.actions).selectinload(Action.decisions),
-                selectinload(ApprovalRequest.run),
+                joinedload(ApprovalRequest.run),
+                joinedload(ApprovalRequest.actions).joinedload(Action.decisions),
             )
         )
-        return list(self.session.scalars(stmt))
+        return list(self.session.scalars(stmt).unique())
 
     def operation_ids(self, run_id: str) -> set[str]:
         """Operation ids already given to this run's actions (each is used once)."""
@@ -130,7 +138,7 @@ class ApprovalRepository:
     def open_for_run(self, run_id: str) -> list[ApprovalRequest]:
         stmt = select(ApprovalRequest).where(
             ApprovalRequest.run_id == run_id,
-            ApprovalRequest.status.in_(("pending", "resuming")),
+            ApprovalRequest.status.in_(OPEN_REQUEST),
         )
         return list(self.session.scalars(stmt))
 
@@ -141,7 +149,7 @@ class ApprovalRepository:
         stmt = (
             select(ApprovalRequest.id, ApprovalRequest.run_id)
             .where(
-                ApprovalRequest.status == "pending",
+                ApprovalRequest.status == RequestStatus.PENDING,
                 ApprovalRequest.card_ts.is_(None),
                 ApprovalRequest.created_at <= created_before,
             )
@@ -155,18 +163,23 @@ class ApprovalRepository:
         now = utcnow()
         result = self.session.execute(
             update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == "pending")
-            .values(status="resuming", claimed_by=owner, claim_expires_at=now + lease)
+            .where(
+                ApprovalRequest.id == request_id, ApprovalRequest.status == RequestStatus.PENDING
+            )
+            .values(status=RequestStatus.RESUMING, claimed_by=owner, claim_expires_at=now + lease)
             .execution_options(synchronize_session=False)
         )
-        return affected(result) > 0
+        if affected(result) == 0:
+            return False
+        pending_slots.close_request(self.session, request_id)
+        return True
 
     def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
         result = self.session.execute(
             update(ApprovalRequest)
             .where(
                 ApprovalRequest.id == request_id,
-                ApprovalRequest.status == "resuming",
+                ApprovalRequest.status == RequestStatus.RESUMING,
                 ApprovalRequest.claimed_by == owner,
             )
             .values(claim_expires_at=until)
@@ -185,7 +198,9 @@ class ApprovalRepository:
         )
 
     def _pending_where(self, *conditions: ColumnElement[bool], limit: int) -> list[str]:
-        stmt = select(ApprovalRequest.id).where(ApprovalRequest.status == "pending", *conditions)
+        stmt = select(ApprovalRequest.id).where(
+            ApprovalRequest.status == RequestStatus.PENDING, *conditions
+        )
         return list(self.session.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(limit)))
 
     def mark_reminded(self, request_id: str, *, now: dt.datetime) -> bool:
@@ -195,7 +210,7 @@ class ApprovalRepository:
             .where(
                 ApprovalRequest.id == request_id,
                 ApprovalRequest.reminded_at.is_(None),
-                ApprovalRequest.status == "pending",
+                ApprovalRequest.status == RequestStatus.PENDING,
             )
             .values(reminded_at=now)
             .execution_options(synchronize_session=False)
@@ -210,7 +225,7 @@ class ApprovalRepository:
             update(ApprovalRequest)
             .where(
                 ApprovalRequest.id == request_id,
-                ApprovalRequest.status == "resuming",
+                ApprovalRequest.status == RequestStatus.RESUMING,
                 ApprovalRequest.claim_expires_at <= now,
             )
             .values(claimed_by=owner, claim_expires_at=now + lease)

@@ -84,6 +84,7 @@ def make_env(
     url: str | None = None,
     clock: Callable[[], dt.datetime] = utcnow,
     key: bytes | None = None,
+    usergroup_members: Callable[[str], frozenset[str]] | None = None,
 ) -> Env:
     url = url or f"sqlite:///{tmp_path / 'e.db'}"
     db = Database(url)
@@ -101,7 +102,14 @@ def make_env(
         gate=gate,
         key=key,
     )
-    engine = ApprovalEngine(db=db, runtime=runtime, policy=policy, notifier=notes, clock=clock)
+    engine = ApprovalEngine(
+        db=db,
+        runtime=runtime,
+        policy=policy,
+        notifier=notes,
+        clock=clock,
+        **({"usergroup_members": usergroup_members} if usergroup_members else {}),
+    )
     return Env(engine, notes, workspace, db, gate, runtime, policy, clock)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import JSON, Connection, column, select, table, update
 
 from store.audit_chain import ChainReport, digest, head_mac
 from store.db import Database
 from store.migrate import upgrade
-from store.models import AUDIT_HEAD_ID, AuditEvent, AuditHead
+from store.models import AUDIT_SHARDS, AuditEvent, AuditHead, utcnow
 from store.repositories import AuditRepository
 
 KEY = b"the operator's AUDIT_KEY, 32+ chars"
@@ -32,6 +32,23 @@ def append(db: Database, *kinds: str) -> None:
     for kind in kinds:
         with db.transaction() as s:
             AuditRepository(s).record(kind, actor_id="U1", detail={"kind": kind})
+
+
+OLD_EVENTS = table(
+    "audit_events",
+    *(column(name) for name in ("kind", "outcome", "run_id", "created_at", "prev_hash", "hash")),
+    column("detail", JSON),
+)
+"""``audit_events`` as a release before the shards wrote it."""
+
+
+def old_append(conn: Connection, kind: str, *, prev: str, run_id: str | None = None) -> str:
+    """Append an unkeyed event the way a single-chain release did; returns its hash."""
+    event = AuditEvent(kind=kind, outcome="info", run_id=run_id, detail={}, created_at=utcnow())
+    link = digest(prev, event)
+    values = {c: getattr(event, c) for c in ("kind", "outcome", "run_id", "detail", "created_at")}
+    conn.execute(OLD_EVENTS.insert().values(**values, prev_hash=prev, hash=link))
+    return link
 
 
 def check(db: Database) -> ChainReport:
@@ -53,40 +70,48 @@ def behind_the_triggers(db: Database) -> Iterator[Connection]:
 
 
 def recompute(conn: Connection, *, key: bytes | None) -> None:
-    """Relink every event with the public algorithm (keyed with ``key`` if given) and write a
-    head to match: the best an intruder can do."""
+    """Relink every chain with the public algorithm (keyed with ``key`` if given) and write
+    heads to match: the best an intruder can do."""
     table = AuditEvent.__table__
     rows = conn.execute(select(table).order_by(table.c.id)).mappings().all()
-    prev, last_id = "", None
-    for row in rows:
-        link = digest(prev, AuditEvent(**dict(row)), key=key)
-        conn.execute(
-            update(AuditEvent).where(AuditEvent.id == row["id"]).values(prev_hash=prev, hash=link)
-        )
-        prev, last_id = link, row["id"]
-    head = AuditHead(
-        event_count=len(rows),
-        last_event_id=last_id,
-        last_hash=prev,
-        keyed_from=1 if key else None,
-    )
-    mac = head_mac(head, key) if key else ""
-    conn.execute(
-        update(AuditHead)
-        .where(AuditHead.id == AUDIT_HEAD_ID)
-        .values(
-            event_count=head.event_count,
+    for shard in range(AUDIT_SHARDS):
+        prev, last_id, count = "", None, 0
+        for row in (row for row in rows if row["shard"] == shard):
+            link = digest(prev, AuditEvent(**dict(row)), key=key)
+            conn.execute(
+                update(AuditEvent)
+                .where(AuditEvent.id == row["id"])
+                .values(prev_hash=prev, hash=link)
+            )
+            prev, last_id, count = link, row["id"], count + 1
+        head = AuditHead(
+            id=shard,
+            event_count=count,
             last_event_id=last_id,
             last_hash=prev,
-            keyed_from=head.keyed_from,
-            mac=mac,
+            keyed_from=1 if key else None,
         )
-    )
+        mac = head_mac(head, key) if key else ""
+        conn.execute(
+            update(AuditHead)
+            .where(AuditHead.id == shard)
+            .values(
+                event_count=count,
+                last_event_id=last_id,
+                last_hash=prev,
+                keyed_from=head.keyed_from,
+                mac=mac,
+            )
+        )
 
 
 def relink(conn: Connection, *, first: int, last: int) -> None:
-    """Recompute the unkeyed links of events #first..#last (1-based), keeping the rest."""
-    rows = list(conn.execute(select(AuditEvent.__table__).order_by(AuditEvent.id)).mappings())
+    """Recompute the unkeyed links of shard 0's events #first..#last (1-based), keeping the
+    rest."""
+    table = AuditEvent.__table__
+    rows = list(
+        conn.execute(select(table).where(table.c.shard == 0).order_by(table.c.id)).mappings()
+    )
     prev = rows[first - 2]["hash"] if first > 1 else ""
     for row in rows[first - 1 : last]:
         link = digest(prev, AuditEvent(**dict(row)))

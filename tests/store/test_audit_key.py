@@ -7,10 +7,9 @@ import pytest
 from alembic import command
 from alembic.config import Config
 
-from store.audit_chain import AuditChainError, digest
+from store.audit_chain import AuditChainError
 from store.db import Database
 from store.migrate import MIGRATIONS, current_revision, prepare, upgrade
-from store.models import AuditEvent, utcnow
 from store.repositories import AuditRepository
 from tests.store.audit_env import (
     INTRUDER_KEY,
@@ -18,6 +17,7 @@ from tests.store.audit_env import (
     append,
     behind_the_triggers,
     check,
+    old_append,
     open_store,
     recompute,
     relink,
@@ -165,15 +165,7 @@ def test_an_existing_log_is_anchored_by_the_upgrade(store_url: str) -> None:
         command.upgrade(config, "0006")
         prev = ""
         for kind in ("a", "b", "c"):
-            event = AuditEvent(kind=kind, outcome="info", detail={}, created_at=utcnow())
-            event.prev_hash, event.hash = prev, digest(prev, event)
-            values = {c: getattr(event, c) for c in ("kind", "outcome", "detail", "created_at")}
-            conn.execute(
-                AuditEvent.__table__.insert().values(
-                    **values, prev_hash=event.prev_hash, hash=event.hash
-                )
-            )
-            prev = event.hash
+            prev = old_append(conn, kind, prev=prev)
     upgrade(db.engine, audit_key=KEY)  # an existing store is not keyed by the upgrade
     report = check(db)
     assert report.consistent and report.checked == 3 and not report.keyed

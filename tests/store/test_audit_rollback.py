@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 
 from store.audit_chain import AuditRollbackError, Expected
 from store.db import Database
-from store.models import AUDIT_HEAD_ID, AuditHead
+from store.models import AuditHead
 from store.repositories import AuditRepository
 from tests.store.audit_env import KEY, append, behind_the_triggers, check, open_store
 
@@ -23,14 +23,16 @@ def test_a_restored_older_head_is_caught_by_the_kept_fingerprint(store_url: str)
     append(db, "a", "b")
     early = check(db).fingerprint
     with db.engine.connect() as conn:
-        copy = dict(conn.execute(select(AuditHead.__table__)).mappings().one())
+        copy = dict(
+            conn.execute(select(AuditHead.__table__).where(AuditHead.id == 0)).mappings().one()
+        )
     append(db, "c", "d", "e")
     kept = check(db).fingerprint
     assert kept.startswith("5:") and _verify(db, kept) is None and _verify(db, early) is None
 
     with behind_the_triggers(db) as conn:
         conn.exec_driver_sql("DELETE FROM audit_events WHERE id > 2")
-        conn.execute(update(AuditHead).where(AuditHead.id == AUDIT_HEAD_ID).values(**copy))
+        conn.execute(update(AuditHead).where(AuditHead.id == 0).values(**copy))
     assert check(db).intact  # the MACs all hold: only something kept outside can tell
     assert _verify(db, kept) == (
         f"the log has 2 events but had at least 5 when {kept} was printed: "
@@ -45,11 +47,13 @@ def test_the_running_bot_refuses_a_head_that_went_backwards(store_url: str) -> N
     db = open_store(store_url)
     append(db, "a")
     with db.engine.connect() as conn:
-        copy = dict(conn.execute(select(AuditHead.__table__)).mappings().one())
+        copy = dict(
+            conn.execute(select(AuditHead.__table__).where(AuditHead.id == 0)).mappings().one()
+        )
     append(db, "b")  # one append, then the older copy is restored
     with behind_the_triggers(db) as conn:
         conn.exec_driver_sql("DELETE FROM audit_events WHERE id > 1")
-        conn.execute(update(AuditHead).where(AuditHead.id == AUDIT_HEAD_ID).values(**copy))
+        conn.execute(update(AuditHead).where(AuditHead.id == 0).values(**copy))
     with pytest.raises(AuditRollbackError, match="records 1 events but this process already saw 2"):
         append(db, "c")
     with pytest.raises(AuditRollbackError), db.transaction() as s:

@@ -1,0 +1,267 @@
+"""The bot against the floor a user would otherwise run, in one run: ``python -m bench.ratios``.
+
+Each floor runs on the same machine, in the same invocation, driven by the same client code as
+the bot (see bench/floors.py). ``--quick`` is a smoke run at a tiny scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import store_bench
+from bench.common import fresh_database, pct, table
+from bench.floors import WORKER_THREADS, BareBoltProcess, plain_throughput
+from bench.http_bench import SLOW, _click_all, _integrity, _plain_resumes, _start_runs, _wait_done
+from bot.sandbox import people
+from bot.sandbox.process import BotProcess, bot_env
+from bot.sandbox.server import SlackSandbox
+from bot.sandbox.state import Message
+
+LISTING_GOAL_MS = 20.0
+RESUME_SECONDS = "0.03"  # the ~30 ms resume of the overhead figure
+AGENT = SLOW["AGENT"]
+NO_TOOL = "tool_seconds=0"  # throughput: the resume itself, no tool time
+TIMED = f"timed change tool_seconds={RESUME_SECONDS}"
+
+
+@dataclass(frozen=True)
+class Scale:
+    clicks: int = 200  # concurrent clicks, which are also the pending approvals clicked at once
+    resumes: int = 8  # single click-to-result runs for the overhead median
+    store: tuple[int, int, int] | None = None  # (requests, pending, audit); None: store_bench's
+
+
+FULL = Scale()
+QUICK = Scale(clicks=5, resumes=3, store=(2_000, 100, 10_000))
+
+
+@dataclass(frozen=True)
+class Ratio:
+    figure: str
+    floor: float
+    bot: float
+    goal: float  # the ratio bot / floor must stay at or below it (or at or above it)
+    at_least: bool = False
+
+    @property
+    def ratio(self) -> float:
+        return self.bot / self.floor
+
+    @property
+    def met(self) -> bool:
+        return self.ratio >= self.goal if self.at_least else self.ratio <= self.goal
+
+    def row(self) -> tuple[str, ...]:
+        goal = f"{'>=' if self.at_least else '<='} {self.goal:g}x"
+        return (
+            self.figure,
+            f"{self.floor:.1f}",
+            f"{self.bot:.1f}",
+            f"{self.ratio:.2f}",
+            goal,
+            "yes" if self.met else "no",
+        )
+
+
+@dataclass
+class Report:
+    ratios: list[Ratio]
+    notes: list[str]
+
+    def render(self) -> str:
+        header = ["figure", "floor", "bot", "ratio", "goal", "met"]
+        title = "The bot against its floor (same machine, same run, same client)"
+        return "\n".join([table(title, header, [r.row() for r in self.ratios]), *self.notes])
+
+
+@contextmanager
+def _sandbox() -> Iterator[SlackSandbox]:
+    sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def _snapshot(cards: Sequence[Message]) -> list[Message]:
+    """The cards as they were before any click, so the floor gets the very same payloads."""
+    return [dataclasses.replace(c, blocks=copy.deepcopy(c.blocks), edited_at=[]) for c in cards]
+
+
+@dataclass
+class Measured:
+    """What one bot process and then its floors did, in seconds and approvals per second."""
+
+    acks: list[float]
+    rate: float
+    to_result: list[float]
+    rss_mib: float
+    peak_mib: float
+    floor_acks: list[float] = dataclasses.field(default_factory=list)
+    floor_rate: float = 0.0
+    floor_resumes: list[float] = dataclasses.field(default_factory=list)
+    floor_rss_mib: float = 0.0
+
+
+def _bot(bot: BotProcess, sandbox: SlackSandbox, scale: Scale) -> tuple[Measured, list[Message]]:
+    """n pending approvals clicked at once (their acks, approvals completed per second), then
+    single runs clicked one at a time, click to the run's result on the card."""
+    n = scale.clicks
+    _slash, cards = _start_runs(bot, sandbox, n, f"change {{i}} {NO_TOOL}")
+    same_clicks = _snapshot(cards)
+    start = time.perf_counter()
+    acks = _click_all(bot, cards)
+    _wait_done(sandbox, cards)
+    rate = n / (time.perf_counter() - start)
+    rss, peak = bot.rss_kib() / 1024, bot.rss_kib("VmHWM") / 1024
+    to_result = []
+    for _ in range(scale.resumes):
+        _slash, cards = _start_runs(bot, sandbox, 1, TIMED)
+        before = time.monotonic()
+        _click_all(bot, cards)
+        _wait_done(sandbox, cards)
+        to_result.append(cards[0].edited_at[-1] - before)
+    return Measured(acks, rate, to_result, rss, peak), same_clicks
+
+
+def _floors(
+    measured: Measured, *, env: dict[str, str], sandbox: SlackSandbox, clicks: list[Message]
+) -> None:
+    """The bare Bolt app acking the very same clicks; plain LangGraph on the bot's database."""
+    floor = BareBoltProcess(env, sandbox)
+    try:
+        _click_all(floor, clicks[:1])  # Bolt's first request sets itself up
+        measured.floor_acks = _click_all(floor, clicks)
+        measured.floor_rss_mib = floor.rss_kib() / 1024
+    finally:
+        floor.stop()
+    url, workdir = env["DATABASE_URL"], Path(env["WORKSPACE_DIR"])
+    measured.floor_rate = plain_throughput(url, n=len(clicks), request=f"plain {NO_TOOL}")
+    k = len(measured.to_result)
+    measured.floor_resumes = _plain_resumes(url, workdir / "plain", AGENT, TIMED, k)
+
+
+def against_floors(workdir: Path, scale: Scale) -> tuple[list[Ratio], list[str]]:
+    with fresh_database() as url, _sandbox() as sandbox:
+        env = bot_env(sandbox, url, workdir / "ws", BENCH_TOOL_SECONDS="0", **SLOW)
+        env["CLAIM_LEASE_SECONDS"] = "60"
+        bot = BotProcess(env, sandbox)
+        try:
+            measured, clicks = _bot(bot, sandbox, scale)
+        finally:
+            bot.stop()
+        _floors(measured, env=env, sandbox=sandbox, clicks=clicks)
+        integrity = _integrity(url, scale.clicks + scale.resumes)
+    return _ratios(measured, scale), [
+        f"\nRSS of `approval-bot serve` after {scale.clicks} approvals: "
+        f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
+        f"the bare Bolt app: {measured.floor_rss_mib:.0f} MiB",
+        integrity.strip(),
+    ]
+
+
+def _ratios(m: Measured, scale: Scale) -> list[Ratio]:
+    n, k = scale.clicks, scale.resumes
+    return [
+        Ratio(
+            f"ack p99 ms, {n} concurrent signed clicks",
+            pct(m.floor_acks, 99) * 1000,
+            pct(m.acks, 99) * 1000,
+            2,
+        ),
+        Ratio(
+            f"approvals/s, {n} pending clicked at once ({WORKER_THREADS} workers)",
+            m.floor_rate,
+            m.rate,
+            0.9,
+            at_least=True,
+        ),
+        Ratio(
+            f"click -> result ms, ~{float(RESUME_SECONDS) * 1000:.0f} ms resume (median of {k})",
+            statistics.median(m.floor_resumes) * 1000,
+            statistics.median(m.to_result) * 1000,
+            1.5,
+        ),
+    ]
+
+
+def listing_figure(blocks: Sequence[str]) -> tuple[float, str]:
+    """The pending-list latency from store_bench's table: its p95 column when it has one,
+    else its single figure (a median), named so the reader knows which."""
+    for block in blocks:
+        lines = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if not lines:
+            continue
+        header = [c.strip() for c in lines[0].strip("|").split("|")]
+        for line in lines[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if "pending" not in cells[0].lower():
+                continue
+            p95 = [i for i, h in enumerate(header) if "p95" in h.lower()]
+            if p95:
+                return float(cells[p95[0]]), "p95"
+            median = [i for i, h in enumerate(header) if "ms" in h.lower().split()]
+            if median:
+                return float(cells[median[0]]), "median"
+    raise ValueError("store_bench printed no pending-list row")
+
+
+@contextmanager
+def _store_scale(scale: tuple[int, int, int] | None) -> Iterator[None]:
+    """store_bench at another scale for smoke runs; its own scale when None."""
+    names = ("REQUESTS", "PENDING", "AUDIT")
+    saved = [getattr(store_bench, name) for name in names]
+    if scale is not None:
+        for name, value in zip(names, scale, strict=True):
+            setattr(store_bench, name, value)
+    try:
+        yield
+    finally:
+        for name, value in zip(names, saved, strict=True):
+            setattr(store_bench, name, value)
+
+
+def pending_list(scale: tuple[int, int, int] | None, blocks: Sequence[str] | None) -> Ratio:
+    """store_bench's pending-list figure against the 20 ms goal (the floor column holds the
+    goal, so the ratio must stay at or below 1)."""
+    with _store_scale(scale):
+        requests, audit = store_bench.REQUESTS, store_bench.AUDIT
+        figure, kind = listing_figure(blocks if blocks is not None else store_bench.run_all())
+    return Ratio(
+        f"pending list {kind} ms, {requests:,} requests / {audit:,} audit events "
+        f"(floor = {LISTING_GOAL_MS:g} ms goal)",
+        LISTING_GOAL_MS,
+        figure,
+        1,
+    )
+
+
+def measure(scale: Scale = FULL, *, store_blocks: Sequence[str] | None = None) -> Report:
+    """Every ratio; ``store_blocks``: store_bench's output when the caller already ran it."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="approval-ratios-") as folder:
+        ratios, notes = against_floors(Path(folder), scale)
+    ratios.append(pending_list(scale.store, store_blocks))
+    notes.append(f"ratios took {time.perf_counter() - started:.0f} s")
+    return Report(ratios, notes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ratios", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny scale, a smoke test")
+    args = parser.parse_args(argv)
+    print(measure(QUICK if args.quick else FULL).render(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

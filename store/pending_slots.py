@@ -1,0 +1,145 @@
+"""Open review slots: one row per (open action, approver role) of a pending request.
+
+"What waits on me" reads this small table instead of scanning every action's JSON roles.
+The rows follow the requests and actions on every flush (:func:`_follow_flush`), whoever
+changed them, so no caller can forget to keep them; the store's bulk UPDATEs that move a
+request out of ``pending`` call :func:`close_request` themselves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Iterable
+
+from sqlalchemy import (
+    Connection,
+    Select,
+    and_,
+    delete,
+    event,
+    func,
+    insert,
+    inspect,
+    or_,
+    select,
+    true,
+)
+from sqlalchemy.orm import Session, UOWTransaction
+from sqlalchemy.sql.elements import ColumnElement
+
+from store.models import Action, ApprovalRequest, Decision, PendingSlot
+from store.statuses import RequestStatus
+
+# Attributes that decide whether, and how, an action is listed.
+_REQUEST_FIELDS = ("status", "expires_at", "requester_id")
+_ACTION_FIELDS = ("outcome", "approver_roles")
+APPROVING = ("approve", "edit")
+"""Decision types that count as an approval (a reviewer who gave one is not asked again)."""
+
+
+def close_request(session: Session, request_id: str) -> None:
+    """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see."""
+    session.execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
+
+
+def rebuild(session: Session) -> int:
+    """Recompute every slot from the requests and actions (after a bulk load); rows written."""
+    conn = session.connection()
+    conn.execute(delete(PendingSlot))
+    return _insert_open(conn, true())
+
+
+def _changed(obj: object, fields: Iterable[str]) -> bool:
+    attrs = inspect(obj).attrs
+    return any(getattr(attrs, name).history.has_changes() for name in fields)
+
+
+@event.listens_for(Session, "after_flush")
+def _follow_flush(session: Session, flush_context: UOWTransaction) -> None:
+    """Refresh the slots of every request or action this flush added or changed."""
+    requests: set[str] = set()
+    actions: set[str] = set()
+    for obj in session.new:
+        if isinstance(obj, ApprovalRequest):
+            requests.add(obj.id)
+        elif isinstance(obj, Action):
+            actions.add(obj.id)
+    for obj in session.dirty:
+        if isinstance(obj, ApprovalRequest) and _changed(obj, _REQUEST_FIELDS):
+            requests.add(obj.id)
+        elif isinstance(obj, Action) and _changed(obj, _ACTION_FIELDS):
+            actions.add(obj.id)
+    if requests or actions:
+        _refresh(session.connection(), requests=requests, actions=actions)
+
+
+def _refresh(conn: Connection, *, requests: Collection[str], actions: Collection[str]) -> None:
+    """Drop the touched slots and write back those the stored state still opens."""
+    touched = or_(PendingSlot.request_id.in_(requests), PendingSlot.action_id.in_(actions))
+    conn.execute(delete(PendingSlot).where(touched))
+    _insert_open(conn, or_(Action.request_id.in_(requests), Action.id.in_(actions)))
+
+
+def _insert_open(conn: Connection, which: ColumnElement[bool]) -> int:
+    stmt = (
+        select(
+            Action.id,
+            Action.request_id,
+            Action.approver_roles,
+            ApprovalRequest.expires_at,
+            ApprovalRequest.requester_id,
+        )
+        .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+        .where(ApprovalRequest.status == RequestStatus.PENDING, Action.outcome.is_(None), which)
+    )
+    rows = [
+        {
+            "action_id": action_id,
+            "role": role,
+            "request_id": request_id,
+            "expires_at": expires_at,
+            "requester_id": requester_id,
+        }
+        for action_id, request_id, roles, expires_at, requester_id in conn.execute(stmt)
+        for role in sorted(set(roles or ()))
+    ]
+    if rows:
+        conn.execute(insert(PendingSlot), rows)
+    return len(rows)
+
+
+def waiting_on(
+    *,
+    reviewer: str,
+    roles: Iterable[str],
+    own_roles: Iterable[str],
+    limit: int,
+) -> Select[str, dt.datetime]:
+    """(request id, expiry) of pending requests with an open action ``reviewer`` may decide,
+    soonest expiry first: through ``roles`` on others' requests, through ``own_roles`` on
+    their own, and never an action they already approved in its current version. Reads only
+    the slots (the role index) and probes the decisions by action."""
+    approved = (
+        select(Decision.id)
+        .join(Action, Action.id == Decision.action_id)
+        .where(
+            Decision.action_id == PendingSlot.action_id,
+            Decision.reviewer_id == reviewer,
+            Decision.type.in_(APPROVING),
+            Decision.action_hash == func.coalesce(Action.current_hash, Action.action_hash),
+        )
+        .exists()
+    )
+    return (
+        select(PendingSlot.request_id, PendingSlot.expires_at)
+        .where(
+            or_(
+                and_(PendingSlot.role.in_(list(roles)), PendingSlot.requester_id != reviewer),
+                and_(PendingSlot.role.in_(list(own_roles)), PendingSlot.requester_id == reviewer),
+            ),
+            ~approved,
+        )
+        .distinct()
+        .order_by(PendingSlot.expires_at, PendingSlot.request_id)
+        .limit(limit)
+    )

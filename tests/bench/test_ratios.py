@@ -1,0 +1,52 @@
+"""The ratios run end to end at a tiny scale: four figures, each with a number for the bot, its
+floor and their ratio, and the bot's memory."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench import common, ratios
+
+FIGURES = ("ack p99 ms", "approvals/s", "click -> result ms", "pending list")
+
+
+def _rows(text: str) -> list[list[str]]:
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+
+
+def test_quick_run_prints_the_four_ratios_with_numbers(
+    pg_admin_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "ADMIN_URL", pg_admin_url)
+    text = ratios.measure(ratios.QUICK).render()
+
+    rows = _rows(text)
+    assert [next(f for f in FIGURES if row[0].startswith(f)) for row in rows] == list(FIGURES)
+    for figure, floor, bot, ratio, goal, met in rows:
+        assert float(floor) > 0 and float(bot) > 0, figure
+        assert float(ratio) == pytest.approx(float(bot) / float(floor), rel=0.1, abs=0.01)
+        assert re.fullmatch(r"(<=|>=) [\d.]+x", goal) and met in ("yes", "no"), figure
+    assert re.search(r"RSS of `approval-bot serve` after 5 approvals: \d+ MiB", text)
+
+
+def test_goals_point_the_right_way() -> None:
+    slower = ratios.Ratio("latency", floor=10, bot=25, goal=2)
+    faster = ratios.Ratio("throughput", floor=10, bot=9.5, goal=0.9, at_least=True)
+    assert not slower.met and faster.met
+    assert ratios.Ratio("throughput", floor=10, bot=8, goal=0.9, at_least=True).met is False
+
+
+def test_pending_list_reads_p95_when_store_bench_has_it_else_its_median() -> None:
+    median_only = (
+        "\nStore\n| operation | ms | notes |\n|---|---|---|\n"
+        "| record a decision | 11.7 | n |\n| list one reviewer's pending | 63.8 | n |"
+    )
+    with_p95 = (
+        "\nStore\n| operation | p50 ms | p95 ms | notes |\n|---|---|---|---|\n"
+        "| record a decision | 9.0 | 11.0 | n |\n| list one reviewer's pending | 12.5 | 18.25 | n |"
+    )
+    assert ratios.listing_figure([median_only]) == (63.8, "median")
+    assert ratios.listing_figure(["no table", with_p95]) == (18.25, "p95")

@@ -1,0 +1,275 @@
+"""The open review slots behind "what waits on me": the fast listing gives what the exact
+eligibility rules give, after every way a request or action changes, on both backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store import pending_slots
+from store.db import Database
+from store.migrate import MIGRATIONS, upgrade
+from store.models import Action, ApprovalRequest, PendingSlot, Run, new_id, utcnow
+from store.repositories import ApprovalRepository, DecisionRepository
+
+REL, REL2, SEC, ALICE = "U0REL1", "U0REL2", "U0SEC1", "U0ALICE"
+RM, SECURITY, REQUESTER = "release-managers", "security", "requester"
+# (reviewer, roles held, roles on their own requests): as the listing asks
+READERS = [
+    (REL, [RM], [REQUESTER]),
+    (REL2, [RM], [REQUESTER]),
+    (SEC, [SECURITY], [REQUESTER]),
+    (ALICE, [], [REQUESTER]),
+    (REL, [RM, SECURITY], [REQUESTER]),
+]
+
+
+def _action(position: int, roles: Sequence[str]) -> Action:
+    return Action(
+        id=new_id("act"),
+        position=position,
+        tool_name="publish_report",
+        args={"path": "r.md"},
+        description="",
+        self_approval=False,
+        risk="high",
+        exempt=False,
+        allowed_decisions=["approve", "edit", "reject"],
+        approver_roles=list(roles),
+        approvals_required=2,
+        action_hash="h" * 64,
+        operation_id=new_id("op"),
+    )
+
+
+def _request(
+    db: Database, *roles: Sequence[str], requester: str = ALICE, minutes: int = 60
+) -> ApprovalRequest:
+    """A pending request with one action per role list, added through the repository."""
+    now = utcnow()
+    with db.transaction() as s:
+        run = Run(id=new_id("run"), requester_id=requester, channel_id="C1", request_text="t")
+        s.add(run)
+        request = ApprovalRequest(
+            id=new_id("apr"),
+            run_id=run.id,
+            interrupt_id=new_id("i"),
+            kind="hitl_batch",
+            policy_version="v1",
+            requester_id=requester,
+            expires_at=now + dt.timedelta(minutes=minutes),
+        )
+        ApprovalRepository(s).add(request, [_action(i, r) for i, r in enumerate(roles)])
+        assert len(request.actions) == len(roles)  # loaded, for the test to read afterwards
+        return request
+
+
+def _exact(db: Database, reviewer: str, roles: list[str], own: list[str]) -> list[str]:
+    """The rules spelled out over every request: what the fast path must agree with."""
+    found = []
+    with db.transaction() as s:
+        for r in s.scalars(select(ApprovalRequest)):
+            if r.status != "pending":
+                continue
+            for a in r.actions:
+                approvers = {
+                    d.reviewer_id
+                    for d in a.decisions
+                    if d.type in ("approve", "edit") and d.action_hash == a.bound_hash
+                }
+                held = own if reviewer == r.requester_id else roles
+                open_ = a.outcome is None and reviewer not in approvers
+                if open_ and set(held) & set(a.approver_roles):
+                    found.append((r.expires_at, r.id))
+                    break
+    return [rid for _, rid in sorted(found)]
+
+
+def _fast(db: Database, reviewer: str, roles: list[str], own: list[str], limit: int = 100):
+    with db.transaction() as s:
+        got = ApprovalRepository(s).pending(
+            reviewer=reviewer, roles=roles, own_roles=own, limit=limit
+        )
+        return [r.id for r in got]
+
+
+def _fast_in(s: Session, reviewer: str, roles: list[str]) -> list[str]:
+    return [r.id for r in ApprovalRepository(s).pending(reviewer=reviewer, roles=roles, limit=9)]
+
+
+def _agree(db: Database) -> None:
+    for reviewer, roles, own in READERS:
+        exact = _exact(db, reviewer, roles, own)
+        assert _fast(db, reviewer, roles, own) == exact, (reviewer, roles)
+        assert _fast(db, reviewer, roles, own, limit=2) == exact[:2], (reviewer, roles)
+
+
+def _approve(db: Database, action_id: str, reviewer: str, *, outcome: str | None = None) -> None:
+    with db.transaction() as s:
+        action = s.get(Action, action_id)
+        assert action is not None
+        DecisionRepository(s).add(
+            action, reviewer_id=reviewer, team_id=None, type_="approve", message=None
+        )
+        action.outcome = outcome
+
+
+def test_fast_listing_agrees_with_the_exact_rules_through_every_change(store_url: str) -> None:
+    db = Database(store_url)
+    upgrade(db.engine)
+    plain = _request(db, [RM], minutes=50)
+    both = _request(db, [SECURITY, RM], minutes=40)
+    question = _request(db, [REQUESTER], minutes=30)
+    own = _request(db, [RM], requester=REL, minutes=20)
+    pair = _request(db, [RM], [SECURITY], minutes=10)
+    later = _request(db, [RM], minutes=90)
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == [pair.id, both.id, plain.id, later.id]
+
+    _approve(db, plain.actions[0].id, REL)  # one of two approvals: REL is done, REL2 is not
+    _agree(db)
+    assert plain.id not in _fast(db, REL, [RM], [REQUESTER])
+    assert plain.id in _fast(db, REL2, [RM], [REQUESTER])
+    with db.transaction() as s:  # an edit: REL's approval was of the old version
+        action = s.get(Action, plain.actions[0].id)
+        assert action is not None
+        action.current_hash = "e" * 64
+    _agree(db)
+    assert plain.id in _fast(db, REL, [RM], [REQUESTER])
+
+    _approve(db, pair.actions[1].id, SEC, outcome="approved")  # decided: SEC has nothing left
+    _agree(db)
+    assert pair.id not in _fast(db, SEC, [SECURITY], [REQUESTER])
+    assert pair.id in _fast(db, REL, [RM], [REQUESTER])
+
+    with db.transaction() as s:  # a click completes it: claimed for resuming
+        assert ApprovalRepository(s).claim(both.id, owner="o", lease=dt.timedelta(minutes=1))
+    with db.transaction() as s:  # the sweeper's way: outcomes, then the status
+        request = ApprovalRepository(s).get(later.id, for_update=True)
+        assert request is not None
+        request.actions[0].outcome = "expired"
+        request.status = "resuming"
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(question.id, for_update=True)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status="invalidated", outcome="gone")
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == [pair.id, plain.id]
+    assert _fast(db, ALICE, [], [REQUESTER]) == []
+    assert _fast(db, REL, [RM], [REQUESTER]) == _fast(db, REL, [RM], [])
+    assert own.id not in _fast(db, REL, [RM, SECURITY], [REQUESTER])
+    with db.transaction() as s:
+        assert {r.request_id for r in s.scalars(select(PendingSlot))} == {own.id, pair.id, plain.id}
+    db.dispose()
+
+
+def test_the_slots_move_with_their_transaction(store_url: str) -> None:
+    """A claim or outcome rolled back leaves the request listed; one committed removes it."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    request = _request(db, [RM])
+    with pytest.raises(RuntimeError), db.transaction() as s:
+        assert ApprovalRepository(s).claim(request.id, owner="o", lease=dt.timedelta(minutes=1))
+        s.get(Action, request.actions[0].id).outcome = "rejected"  # type: ignore[union-attr]
+        s.flush()
+        assert _fast_in(s, REL, [RM]) == []
+        raise RuntimeError("the transaction fails")
+    assert _fast(db, REL, [RM], []) == [request.id]
+    with db.transaction() as s:
+        s.get(Action, request.actions[0].id).outcome = "rejected"  # type: ignore[union-attr]
+    assert _fast(db, REL, [RM], []) == []
+    with db.transaction() as s:  # an action added later to the open request opens it again
+        late = _action(1, [SECURITY])
+        late.request_id = request.id
+        s.add(late)
+    assert _fast(db, SEC, [SECURITY], []) == [request.id]
+    db.dispose()
+
+
+def test_the_upgrade_fills_the_slots_from_existing_requests(store_url: str) -> None:
+    db = Database(store_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    now = utcnow()
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0007")
+        for i, (status, outcome, roles) in enumerate(
+            [
+                ("pending", None, [RM, SECURITY]),
+                ("pending", None, [REQUESTER, REQUESTER]),
+                ("pending", "approved", [RM]),
+                ("resolved", None, [RM]),
+                ("expired", None, [SECURITY]),
+            ]
+        ):
+            conn.execute(
+                Run.__table__.insert().values(
+                    id=f"run{i}",
+                    requester_id=ALICE,
+                    channel_id="C1",
+                    request_text="t",
+                    status="waiting",
+                    result_posted=False,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            conn.execute(
+                ApprovalRequest.__table__.insert().values(
+                    id=f"apr{i}",
+                    run_id=f"run{i}",
+                    interrupt_id="i",
+                    kind="hitl_batch",
+                    status=status,
+                    policy_version="v1",
+                    requester_id=ALICE,
+                    expires_at=now + dt.timedelta(minutes=i),
+                    created_at=now,
+                )
+            )
+            row = {c: getattr(_action(0, roles), c) for c in _ACTION_COLUMNS}
+            conn.execute(
+                Action.__table__.insert().values(
+                    **row, id=f"act{i}", request_id=f"apr{i}", outcome=outcome
+                )
+            )
+    upgrade(db.engine)
+    with db.transaction() as s:
+        slots = {(p.action_id, p.role, p.request_id) for p in s.scalars(select(PendingSlot))}
+        assert slots == {
+            ("act0", RM, "apr0"),
+            ("act0", SECURITY, "apr0"),
+            ("act1", REQUESTER, "apr1"),
+        }
+        assert s.get(PendingSlot, ("act1", REQUESTER)).expires_at == now + dt.timedelta(  # type: ignore[union-attr]
+            minutes=1
+        )
+        assert pending_slots.rebuild(s) == 3  # what the store itself would have written
+        rebuilt = {(p.action_id, p.role, p.request_id) for p in s.scalars(select(PendingSlot))}
+        assert rebuilt == slots
+    assert _fast(db, REL, [RM], [REQUESTER]) == ["apr0"]
+    assert _fast(db, ALICE, [], [REQUESTER]) == ["apr1"]
+    db.dispose()
+
+
+_ACTION_COLUMNS = (
+    "position",
+    "tool_name",
+    "args",
+    "description",
+    "allowed_decisions",
+    "approver_roles",
+    "approvals_required",
+    "self_approval",
+    "risk",
+    "action_hash",
+    "operation_id",
+    "exempt",
+)
