@@ -238,12 +238,16 @@ class SlackSandbox:
         return {"users": list(self.state.usergroups[group])}
 
     def respond(self, key: str, payload: dict[str, Any]) -> None:
-        with self.state._cond:
+        """A response URL takes a few uses, counted and spent in one step."""
+
+        def use() -> None:
             uses = self.state.response_urls.get(key)
-        if uses is None or uses >= RESPONSE_URL_USES:
-            raise SlackApiError("used_url")
-        self.state.change(lambda: self.state.response_urls.__setitem__(key, uses + 1))
-        self.state.change(lambda: self.state.responses.append({"url": key, **payload}))
+            if uses is None or uses >= RESPONSE_URL_USES:
+                raise SlackApiError("used_url")
+            self.state.response_urls[key] = uses + 1
+            self.state.responses.append({"url": key, **payload})
+
+        self.state.change(use)
 
 
 class _Handler(BaseHTTPRequestHandler):
