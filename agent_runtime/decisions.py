@@ -50,6 +50,9 @@ class Attempt:
     via: dict[str, str] | None = None
     """What one click asked for, when it decides several actions (e.g. ``{"via":
     "approve_all", "attempt": ...}``): copied into each audit row so they group as one."""
+    attempt_key: str | None = None
+    """Names this attempt (e.g. a stored click): kept with the decision, and a second
+    ``record`` with the same key finds it and records nothing again."""
 
 
 def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
@@ -181,6 +184,11 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
         if request is not None and attempt.card is not None:
             _adopt_clicked_card(repos, request, card=attempt.card)
         action = next((a for a in request.actions if a.id == action_id), None) if request else None
+        key = attempt.attempt_key
+        if request and action and key and DecisionRepository(s).by_attempt(action.id, key):
+            # This very attempt recorded it before a crash: nothing more to record.
+            completed = all(a.outcome for a in request.actions)
+            return DecisionResult(None, approval_view(request), completed=completed)
         refusal = (
             _refusal(engine, request, action, attempt, members=members)
             if request is not None and action is not None
@@ -248,6 +256,7 @@ def _apply(
         team_id=attempt.actor.team_id,
         type_=attempt.decision,
         message=attempt.message,
+        attempt_key=attempt.attempt_key,
     )
     outcome = outcome_after(
         attempt.decision,

@@ -350,10 +350,12 @@ class ApprovalEngine:
         edited_args: dict[str, Any] | None = None,
         card: MessageRef | None = None,
         via: dict[str, str] | None = None,
+        attempt_key: str | None = None,
     ) -> DecisionResult:
         """Record a decision on the version the reviewer saw, update the card, and resume if
         this completed the request. ``card``: the message clicked, if the click came from one;
-        ``via``: the one attempt this decision is part of (kept in its audit row)."""
+        ``via``: the one attempt this decision is part of (kept in its audit row);
+        ``attempt_key``: an idempotency key: a redo with it returns the recorded decision."""
         attempt = decisions.Attempt(
             actor=actor,
             decision=decision,
@@ -362,6 +364,7 @@ class ApprovalEngine:
             edited_args=edited_args,
             card=card,
             via=via,
+            attempt_key=attempt_key,
         )
         result = decisions.record(self, action_id=action_id, attempt=attempt)
         if result.refusal is Refusal.POLICY_CHANGED and result.current is not None:
