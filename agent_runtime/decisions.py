@@ -186,9 +186,10 @@ def record(engine: ApprovalEngine, *, action_id: str, attempt: Attempt) -> Decis
         action = next((a for a in request.actions if a.id == action_id), None) if request else None
         key = attempt.attempt_key
         if request and action and key and DecisionRepository(s).by_attempt(action.id, key):
-            # This very attempt recorded it before a crash: nothing more to record.
-            completed = all(a.outcome for a in request.actions)
-            return DecisionResult(None, approval_view(request), completed=completed)
+            # This very attempt recorded it before a crash: nothing more to record. Past
+            # pending, resuming it (or repairing its card) is recovery's job, not this redo's.
+            shown = approval_view(request) if request.status == "pending" else None
+            return DecisionResult(None, shown, completed=all(a.outcome for a in request.actions))
         refusal = (
             _refusal(engine, request, action, attempt, members=members)
             if request is not None and action is not None

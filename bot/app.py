@@ -70,7 +70,9 @@ class Bot:
         deadline = time.monotonic() + timeout
         if not self.listeners.wait_idle(timeout=timeout):
             return False
-        if self.inbox.running and not self.inbox.wait_idle(timeout=timeout):
+        if self.inbox.running and not self.inbox.wait_idle(
+            timeout=max(0.0, deadline - time.monotonic())
+        ):
             return False
         for pool in (self.services.executor, self.services.notices):
             if not pool.wait_idle(timeout=max(0.0, deadline - time.monotonic())):

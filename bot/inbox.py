@@ -110,12 +110,17 @@ class InboxWorkers:
             self.services.wake.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
-        """Until no item is queued or claimed (items stored before this call are done)."""
+        """Until no item is queued or claimed (items stored before this call are done);
+        ``False`` on timeout, or if the store cannot be read (shutdown goes on regardless)."""
         deadline = time.monotonic() + timeout
         while True:
-            with self.db.transaction() as s:
-                if InboxRepository(s).unfinished() == 0:
-                    return True
+            try:
+                with self.db.transaction() as s:
+                    if InboxRepository(s).unfinished() == 0:
+                        return True
+            except Exception:
+                logger.warning("cannot read the inbox; not waiting for it", exc_info=True)
+                return False
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -200,8 +205,8 @@ class InboxWorkers:
                     while not self._stop.is_set():
                         for _note in conn.notifies(timeout=1.0, stop_after=1):
                             self._wake()
-            except Exception:
-                logger.exception("inbox LISTEN connection failed; retrying")
+            except Exception as exc:  # the workers' poll covers the gap
+                logger.warning("inbox LISTEN connection failed (%s); retrying", exc)
                 self._stop.wait(1.0)
 
 

@@ -5,14 +5,28 @@ reviewer nothing wrong (no "already decided"). Real PostgreSQL."""
 from __future__ import annotations
 
 import datetime as dt
+import signal
+import subprocess
+import sys
 
 import pytest
 from sqlalchemy import select, update
 
 from bot.inbox import InboxWorkers
 from bot.sandbox import people
+from bot.sandbox.process import BotProcess, bot_env
+from bot.sandbox.server import SlackSandbox
 from store.models import AuditEvent, Decision, InboxItem, InboxStatus, utcnow
-from tests.bot.flows import DELETE, SEND, button, open_modal, result_message, start_run
+from tests.bot.flows import (
+    DELETE,
+    SEND,
+    button,
+    open_modal,
+    result_message,
+    settled,
+    start_run,
+)
+from tests.bot.test_crash_recovery import WAIT, approve, check_the_outcome, start_and_find_card
 from tests.conftest import Harness
 
 APPROVE_ALL = "Approve all I may approve"
@@ -125,3 +139,26 @@ def test_an_approve_all_cut_short_by_a_crash_is_finished_by_the_redo(
     result_message(h, root)
     assert recorded(h) == (2, [])
     assert h.state.ephemerals_for(people.RELEASE_MANAGER) == []
+
+
+def test_approval_bot_worker_decides_what_a_serve_without_workers_stored(pg_url, tmp_path):
+    """``serve`` with INBOX_WORKERS=false only stores the click; a separate
+    ``approval-bot worker`` process (woken by NOTIFY, or its poll) decides it."""
+    sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
+    workspace = tmp_path / "workspace"
+    env = bot_env(sandbox, pg_url, workspace, INBOX_WORKERS="false")
+    server = BotProcess(env, sandbox)
+    worker = None
+    try:
+        root, card = start_and_find_card(server, sandbox.state)
+        approve(server, card)
+        with (tmp_path / "worker.log").open("w") as log:
+            worker = subprocess.Popen([sys.executable, "-m", "bot", "worker"], env=env, stderr=log)
+        sandbox.state.wait_for(lambda: settled(sandbox.state, root, card=card), timeout=WAIT)
+    finally:
+        if worker is not None:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=60)
+        server.stop()
+        sandbox.stop()
+    check_the_outcome(sandbox.state, root, card=card, pg_url=pg_url, ws=workspace)
