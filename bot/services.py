@@ -46,8 +46,9 @@ class Metrics:
 
 @dataclass(frozen=True)
 class Drop:
-    """A click, submission or command our full pool refused: who, what (the Slack id of the
-    button, modal or command), which action or request it named, and how to tell the user."""
+    """A click, submission or command we could not take (our pool was full, or the decision
+    inbox could not store it): who, what (the Slack id of the button, modal or command), which
+    action or request it named, and how to tell the user."""
 
     actor: Actor
     what: str
