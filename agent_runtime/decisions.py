@@ -52,6 +52,9 @@ class Attempt:
     via: dict[str, str] | None = None
     """What one click asked for, when it decides several actions (e.g. ``{"via":
     "approve_all", "attempt": ...}``): copied into each audit row so they group as one."""
+    attempt_key: str | None = None
+    """Names this attempt (e.g. a stored click): kept with the decision, and a second
+    ``record`` with the same key finds it and records nothing again."""
 
 
 def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
@@ -138,6 +141,9 @@ class DecisionRecorder:
             action = (
                 next((a for a in request.actions if a.id == action_id), None) if request else None
             )
+            redone = self._redone(s, request, action, attempt)
+            if redone is not None:
+                return redone
             refusal = (
                 self._refusal(request, action, attempt, members=members)
                 if request is not None and action is not None
@@ -166,6 +172,20 @@ class DecisionRecorder:
                     detail={"owner": self.claims.owner},
                 )
             return DecisionResult(refusal=None, approval=approval_view(request), completed=claimed)
+
+    @staticmethod
+    def _redone(
+        s: Session, request: ApprovalRequest | None, action: Action | None, attempt: Attempt
+    ) -> DecisionResult | None:
+        """This very attempt recorded its decision before a crash: record nothing again and
+        claim nothing. Past pending, resuming it (or repairing its card) is recovery's job."""
+        key = attempt.attempt_key
+        if request is None or action is None or key is None:
+            return None
+        if DecisionRepository(s).by_attempt(action.id, key) is None:
+            return None
+        shown = approval_view(request) if request.status == RequestStatus.PENDING else None
+        return DecisionResult(refusal=None, approval=shown)
 
     def _memberships(self, action_id: str, *, actor: Actor) -> _KnownMembers:
         if not any(spec.usergroups for spec in self.policy.roles.values()):
@@ -274,6 +294,7 @@ def _apply(
         team_id=attempt.actor.team_id,
         type_=attempt.decision,
         message=attempt.message,
+        attempt_key=attempt.attempt_key,
     )
     outcome = outcome_after(
         attempt.decision,

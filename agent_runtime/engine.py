@@ -210,10 +210,12 @@ class ApprovalEngine:
         edited_args: dict[str, Any] | None = None,
         card: MessageRef | None = None,
         via: dict[str, str] | None = None,
+        attempt_key: str | None = None,
     ) -> DecisionResult:
         """Record a decision on the version the reviewer saw, update the card, and resume if
         this completed the request. ``card``: the message clicked, if the click came from one;
-        ``via``: the one attempt this decision is part of (kept in its audit row)."""
+        ``via``: the one attempt this decision is part of (kept in its audit row);
+        ``attempt_key``: an idempotency key: a redo with it records and claims nothing."""
         attempt = Attempt(
             actor=actor,
             decision=decision,
@@ -222,6 +224,7 @@ class ApprovalEngine:
             edited_args=edited_args,
             card=card,
             via=via,
+            attempt_key=attempt_key,
         )
         result = self.decisions.record(action_id=action_id, attempt=attempt)
         current = result.current

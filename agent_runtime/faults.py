@@ -9,6 +9,7 @@ import signal
 CARD_POINTS = ("after_card_post",)
 """Points reached before anyone decides: the card is in Slack, its reference not yet stored."""
 DECISION_POINTS = (
+    "after_ack",
     "after_decision",
     "after_claim",
     "inside_tool",
@@ -17,7 +18,8 @@ DECISION_POINTS = (
     "before_card_update",
     "before_result",
 )
-"""Points reached between an approval and the run's result in its thread, in that order."""
+"""Points reached between an approval and the run's result in its thread, in that order
+(``after_ack``: the click is stored and acked, a worker has just claimed it)."""
 POINTS = CARD_POINTS + DECISION_POINTS
 
 

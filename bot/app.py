@@ -27,6 +27,7 @@ from agent_runtime.policy import load_policy
 from agent_runtime.sweeper import Maintenance
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor, ListenerPool
+from bot.inbox import InboxWorkers
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
 from bot.services import BotServices, install
@@ -50,6 +51,7 @@ class Bot:
     app: App
     engine: ApprovalEngine
     maintenance: Maintenance
+    inbox: InboxWorkers
 
     def start_background(self) -> None:
         """Finish what a dead process left, then keep sweeping and reconciling."""
@@ -61,9 +63,14 @@ class Bot:
 
     def settle(self, *, timeout: float) -> bool:
         """Wait until listeners have finished what they do after their ack (which may hand
-        work to the pool), then until the pool is idle; ``False`` if that took too long."""
+        work to the pool or the inbox), then until the inbox and the pools are idle; ``False``
+        if that took too long."""
         deadline = time.monotonic() + timeout
         if not self.listeners.wait_idle(timeout=timeout):
+            return False
+        if self.inbox.running and not self.inbox.wait_idle(
+            timeout=max(0.0, deadline - time.monotonic())
+        ):
             return False
         for pool in (self.services.executor, self.services.notices):
             if not pool.wait_idle(timeout=max(0.0, deadline - time.monotonic())):
@@ -75,6 +82,7 @@ class Bot:
         self.maintenance.stop()
         if not self.settle(timeout=drain_seconds):
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
+        self.inbox.stop(timeout=drain_seconds)
         self.listeners.shutdown(wait=False)
         self.services.executor.shutdown(wait=False)
         self.services.notices.shutdown(wait=False)
@@ -174,6 +182,13 @@ def build_bot(
     install(app, services)
     for group in (commands, actions, views, events):
         group.register(app)
+    inbox = InboxWorkers(
+        services,
+        threads=settings.worker_threads,
+        lease=dt.timedelta(seconds=settings.claim_lease_seconds),
+    )
+    if settings.inbox_workers:
+        inbox.start()
     return Bot(
         settings=settings,
         db=db,
@@ -185,4 +200,5 @@ def build_bot(
         maintenance=Maintenance(
             [engine.sweep, engine.reconcile], interval=settings.maintenance_interval_seconds
         ),
+        inbox=inbox,
     )

@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--http", action="store_true", help="HTTP mode even if SLACK_APP_TOKEN is set"
     )
+    commands.add_parser(
+        "worker", help="work on stored clicks and submissions only (no HTTP, no Socket Mode)"
+    )
     commands.add_parser("demo", help="an offline walkthrough in a local Slack sandbox")
     db = commands.add_parser("db", help="database commands")
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -61,11 +64,13 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.command == "serve" else logging.WARNING,
+        level=logging.INFO if args.command in ("serve", "worker") else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
+        if args.command == "worker":
+            return _worker()
         if args.command == "demo":
             from bot.demo import run_demo
 
@@ -238,6 +243,21 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
         logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.port)
         _wait_for_signal(stop)
         server.stop()
+    bot.close()
+    return 0
+
+
+def _worker() -> int:
+    """Inbox workers only: for operators who keep decision work off the processes that ack."""
+    settings = load_settings()
+    settings.require_slack(http=False)
+    check_database(settings.database_url)
+    from bot.app import build_bot
+
+    bot = build_bot(settings, http=False)
+    bot.inbox.start()
+    logger.info("working on the decision inbox with %d workers", settings.worker_threads)
+    _wait_for_signal(threading.Event())
     bot.close()
     return 0
 

@@ -18,6 +18,8 @@ from agent_runtime.engine import ApprovalEngine
 from bot.directory import UsergroupDirectory
 from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
+from store.inbox import InboxRepository
+from store.models import InboxKind
 
 logger = logging.getLogger(__name__)
 SERVICES = "approval_services"
@@ -44,8 +46,9 @@ class Metrics:
 
 @dataclass(frozen=True)
 class Drop:
-    """A click, submission or command our full pool refused: who, what (the Slack id of the
-    button, modal or command), which action or request it named, and how to tell the user."""
+    """A click, submission or command we could not take (our pool was full, or the decision
+    inbox could not store it): who, what (the Slack id of the button, modal or command), which
+    action or request it named, and how to tell the user."""
 
     actor: Actor
     what: str
@@ -78,6 +81,8 @@ class BotServices:
     """Drop audits and notices: off the threads that ack Slack, and never in the way of
     decisions (a full worker pool is when they are needed)."""
     notice_client: WebClient | None = None
+    wake: threading.Condition = field(default_factory=threading.Condition)
+    """Notified when this process stores an inbox item, so its workers need not poll."""
 
     def __post_init__(self) -> None:
         if self.notice_client is None:
@@ -88,6 +93,22 @@ class BotServices:
                 timeout=NOTICE_TIMEOUT,
                 retry_handlers=[],
             )
+
+    def store(self, kind: InboxKind, payload: dict[str, Any]) -> bool:
+        """Store a decision click or submission in the inbox, in one short transaction, before
+        its ack; ``False`` if that failed (the caller answers as if busy: nothing is lost
+        silently)."""
+        try:
+            with self.engine.db.transaction() as s:
+                InboxRepository(s).add(kind, payload)
+        except Exception:
+            logger.exception("could not store a %s in the inbox", kind)
+            self.metrics.inc("inbox_write_failures")
+            return False
+        self.metrics.inc("inbox_stored")
+        with self.wake:
+            self.wake.notify_all()
+        return True
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
         """Hand slow work to our pool; ``False`` if it is full (nothing was started)."""

@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     audit_key: SecretStr | None = None
     workspace_dir: Path = Path("workspace")
     worker_threads: int = Field(default=8, ge=1, le=256)
+    inbox_workers: bool = True
+    """``serve`` works on stored clicks itself; false leaves them to ``approval-bot worker``."""
     worker_queue: int = Field(default=200, ge=1, le=100_000)
     db_pool_size: int = Field(default=10, ge=1, le=200)
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)

@@ -273,6 +273,7 @@ class DecisionRepository:
         team_id: str | None,
         type_: str,
         message: str | None,
+        attempt_key: str | None = None,
     ) -> Decision:
         decision = Decision(
             id=new_id("dec"),
@@ -284,8 +285,23 @@ class DecisionRepository:
             message=message,
             action_hash=action.bound_hash,
             created_at=utcnow(),
+            attempt_key=attempt_key,
         )
         self.session.add(decision)
         action.decisions.append(decision)
         self.session.flush()
         return decision
+
+    def by_attempt(self, action_id: str, attempt_key: str) -> Decision | None:
+        """The decision one attempt recorded on this action, if it got that far."""
+        stmt = select(Decision).where(
+            Decision.action_id == action_id, Decision.attempt_key == attempt_key
+        )
+        return self.session.scalars(stmt).first()
+
+    def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:
+        """Action id -> the version it was decided at, for one attempt's decisions on a request."""
+        stmt = select(Decision.action_id, Decision.action_hash).where(
+            Decision.request_id == request_id, Decision.attempt_key == attempt_key
+        )
+        return {row[0]: row[1] for row in self.session.execute(stmt)}

@@ -1,6 +1,9 @@
-"""A full worker pool drops nothing silently: clicks get an ephemeral, submissions an error on
-the form (which stays open), commands a reply; each drop is audited, and a retry works. Slow
-notices never hold up Slack's acks, and an error in pool work reaches the user."""
+"""Decision clicks and submissions are stored before the ack, so busy workers drop none of
+them: they are decided later, and nobody is told to retry. Only when a click cannot be stored
+(or a slash command finds the pool full) is it dropped, never silently: clicks get an
+ephemeral, submissions an error on the form (which stays open), commands a reply; each drop is
+audited, and a retry works. Slow notices never hold up Slack's acks, and an error in the
+decision work reaches the user."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from store.audit_chain import AuditChainError
-from store.models import AuditEvent, Decision
+from store.inbox import InboxRepository
+from store.models import AuditEvent, Decision, InboxItem, InboxStatus
 from tests.bot.flows import SEND, button, open_modal, result_message, start_run
 from tests.conftest import Harness
 
@@ -41,6 +45,31 @@ def fill(h: Harness, release: threading.Event) -> None:
     assert h.bot.services.executor.submit(release.wait, TIMEOUT) is None, "the pool is full"
 
 
+@pytest.fixture
+def unwritable(monkeypatch) -> Iterator[threading.Event]:  # type: ignore[no-untyped-def]
+    """The inbox refuses writes (e.g. the database is down) until the event is set."""
+    healed, add = threading.Event(), InboxRepository.add
+
+    def failing(self: InboxRepository, *args: object, **kwargs: object) -> InboxItem:
+        if not healed.is_set():
+            raise RuntimeError("the database is unreachable")
+        return add(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(InboxRepository, "add", failing)
+    yield healed
+
+
+@pytest.fixture
+def unstorable(serve_bot, sqlite_url, unwritable) -> tuple[Harness, threading.Event]:  # type: ignore[no-untyped-def]
+    """A bot whose inbox refuses writes until the event is set."""
+    return serve_bot(sqlite_url), unwritable
+
+
+def inbox(h: Harness) -> list[str]:
+    with h.bot.db.transaction() as s:
+        return list(s.scalars(select(InboxItem.status).order_by(InboxItem.id)))
+
+
 def free(h: Harness, release: threading.Event) -> None:
     release.set()
     assert h.bot.settle(timeout=TIMEOUT)
@@ -60,11 +89,57 @@ def decisions(h: Harness) -> int:
         return len(s.scalars(select(Decision)).all())
 
 
-def test_a_dropped_click_is_told_at_once_audited_and_can_be_retried(busy, monkeypatch):
-    h, release = busy
+def test_clicks_and_submissions_while_every_worker_is_busy_are_decided_later(
+    serve_bot, sqlite_url, monkeypatch
+):
+    """The only inbox worker is stuck in a decision: another Approve and a Reject submission
+    are acked, stored, and decided once it is free; nobody is told to retry."""
+    h = serve_bot(sqlite_url, worker_threads=1)
+    stuck_root, stuck = start_run(h, SEND)
+    clicked_root, clicked = start_run(h, SEND)
+    rejected_root, rejected = start_run(h, SEND)
+    engine, release, inside = h.bot.services.engine, threading.Event(), threading.Event()
+    decide = engine.decide
+
+    def slow(**kw: object):  # type: ignore[no-untyped-def]
+        inside.set()
+        assert release.wait(TIMEOUT)
+        return decide(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "decide", slow)
+    h.driver.click(user=people.RELEASE_MANAGER, message=stuck, button=button(stuck, "Approve"))
+    assert inside.wait(TIMEOUT), "the only worker is busy"
+
+    reply = h.driver.click(
+        user=people.RELEASE_MANAGER, message=clicked, button=button(clicked, "Approve")
+    )
+    assert reply.status == 200
+    modal = open_modal(h, people.RELEASE_MANAGER, rejected, "Reject")
+    values = {"reject_reason": {"reason": "Not now"}}
+    sent = h.driver.submit_view(user=people.RELEASE_MANAGER, view_id=modal.id, values=values)
+    assert (sent.status, sent.body) == (200, ""), "the modal closes: the reason is stored"
+    assert h.bot.listeners.wait_idle(timeout=TIMEOUT)
+    assert inbox(h) == [InboxStatus.CLAIMED, InboxStatus.QUEUED, InboxStatus.QUEUED]
+    assert decisions(h) == 0
+
+    release.set()
+    result_message(h, stuck_root)
+    result_message(h, clicked_root)
+    assert "Not now" in result_message(h, rejected_root).text
+    assert h.bot.settle(timeout=TIMEOUT)
+    assert inbox(h) == [InboxStatus.DONE] * 3
+    assert decisions(h) == 3
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"] * 2
+    assert h.state.ephemerals_for(people.RELEASE_MANAGER) == []
+    assert drops(h) == []
+
+
+def test_a_click_that_cannot_be_stored_is_told_at_once_audited_and_can_be_retried(
+    serve_bot, sqlite_url, unwritable, monkeypatch
+):
+    h = serve_bot(sqlite_url)
     root, card = start_run(h, SEND)
     approve = button(card, "Approve")
-    fill(h, release)
 
     engine = h.bot.services.engine
     audit_gate, record_dropped = threading.Event(), engine.record_dropped
@@ -88,9 +163,9 @@ def test_a_dropped_click_is_told_at_once_audited_and_can_be_retried(busy, monkey
     assert dropped.action_id == approve.value.split(":")[0]
     assert dropped.request_id is not None
     assert dropped.detail == {"dropped": ActionId.APPROVE}
-    assert decisions(h) == 0 and h.workspace.effects() == []
+    assert decisions(h) == 0 and h.workspace.effects() == [] and inbox(h) == []
 
-    free(h, release)
+    unwritable.set()
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
     result_message(h, root)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
@@ -108,13 +183,12 @@ def test_a_dropped_click_is_told_at_once_audited_and_can_be_retried(busy, monkey
         ("Edit", CallbackId.EDIT_MODAL, {"arg:text": {"value": "Edited"}}, "arg:recipient"),
     ],
 )
-def test_a_dropped_submission_keeps_the_modal_open_is_audited_and_can_be_resent(
-    busy, label, callback, values, first_input
+def test_a_submission_that_cannot_be_stored_keeps_the_modal_open_is_audited_and_can_be_resent(
+    unstorable, label, callback, values, first_input
 ):
-    h, release = busy
+    h, unwritable = unstorable
     root, card = start_run(h, SEND)
-    fill(h, release)
-    modal = open_modal(h, people.RELEASE_MANAGER, card, label)  # opening needs no worker
+    modal = open_modal(h, people.RELEASE_MANAGER, card, label)
 
     reply = h.driver.submit_view(user=people.RELEASE_MANAGER, view_id=modal.id, values=values)
     assert reply.status == 200
@@ -129,7 +203,7 @@ def test_a_dropped_submission_keeps_the_modal_open_is_audited_and_can_be_resent(
     assert dropped.action_id == button(card, label).value.split(":")[0]
     assert decisions(h) == 0
 
-    free(h, release)
+    unwritable.set()
     again = h.driver.submit_view(user=people.RELEASE_MANAGER, view_id=modal.id, values=values)
     assert (again.status, again.body) == (200, "")
     result = result_message(h, root)
@@ -139,11 +213,12 @@ def test_a_dropped_submission_keeps_the_modal_open_is_audited_and_can_be_resent(
         assert [e["text"] for e in h.workspace.effects()] == ["Edited"]
 
 
-def test_a_dropped_submission_of_a_form_without_inputs_gets_a_notice_on_top(busy):
+def test_a_dropped_submission_of_a_form_without_inputs_gets_a_notice_on_top(
+    serve_bot, sqlite_url, unwritable
+):
     """Slack shows errors on inputs only: a form with none keeps its place under a notice."""
-    h, release = busy
+    h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
-    fill(h, release)
     payload = {
         "type": "view_submission",
         "user": {"id": people.RELEASE_MANAGER, "team_id": "T0SANDBOX"},
@@ -181,13 +256,14 @@ def test_a_dropped_slash_command_is_answered_and_audited(busy):
     assert buttons(card)
 
 
-def test_slow_busy_notices_never_delay_acks_and_each_drop_is_told_and_audited_once(busy):
+def test_slow_busy_notices_never_delay_acks_and_each_drop_is_told_and_audited_once(
+    serve_bot, sqlite_url, unwritable
+):
     """Every busy notice is held by Slack: more clicks than Bolt has listener threads are
     still acked (a late ack is Bolt's 404), then each is told once and audited once."""
-    h, release = busy
+    h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
     approve = button(card, "Approve")
-    fill(h, release)
     clicks = LISTENER_THREADS + 4
     held = [h.sandbox.misbehave("chat.postEphemeral", hold=True) for _ in range(clicks)]
 

@@ -1,15 +1,17 @@
-"""Approve, Approve all, and the decision work they hand to our worker pool."""
+"""Approve, Approve all: stored in the decision inbox before the ack; the work inbox workers
+do for them."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt import Ack, BoltContext
 
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.notifier import MessageRef
-from agent_runtime.views import versions_digest
+from agent_runtime.views import ActionView, ApprovalView, versions_digest
 from bot.blocks.approval_card import shown_on_card
 from bot.blocks.notices import stale_notice
 from bot.errors import refusal_text
@@ -17,43 +19,64 @@ from bot.ids import ActionId, parse_choice
 from bot.listeners.actions.review import refresh_review
 from bot.listeners.payloads import Click, payload_of
 from bot.services import BotServices, services_of
+from bot.work import CardRef, OpenView, Work
+from store.models import InboxKind
+from store.repositories import DecisionRepository
+
+
+def _click_work(click: Click, **fields: Any) -> Work:
+    card = click.card
+    view = click.view
+    return Work.of(
+        click.actor,
+        what=click.action.action_id,
+        channel=click.channel_id,
+        card=CardRef(channel=card.channel, ts=card.ts) if card else None,
+        view=OpenView(**view.model_dump()) if view else None,
+        **fields,
+    )
+
+
+def _store_then_ack(ack: Ack, services: BotServices, kind: InboxKind, work: Work) -> None:
+    """The click is stored before Slack hears we have it; if it cannot be, the user is told
+    to try again (and the drop is audited), as when the bot is too busy."""
+    stored = services.store(kind, work.model_dump(mode="json"))
+    ack()
+    if not stored:
+        services.dropped(work.drop(), tell=True)
 
 
 def on_approve(ack: Ack, context: BoltContext) -> None:
     click = payload_of(context, Click)
-    ack()
     services = services_of(context)
     services.metrics.inc("clicks")
     action_id, seen = parse_choice(click.action.value)
-    services.run_later(
-        click.drop(action_id=action_id), decide_and_refresh, services, action_id, seen, click
-    )
+    work = _click_work(click, action_id=action_id, seen=seen)
+    _store_then_ack(ack, services, InboxKind.APPROVE, work)
 
 
 def on_approve_all(ack: Ack, context: BoltContext) -> None:
     click = payload_of(context, Click)
-    ack()
     services = services_of(context)
     services.metrics.inc("clicks")
     request_id, digest = parse_choice(click.action.value)
-    services.run_later(
-        click.drop(request_id=request_id),
-        approve_all,
-        services,
-        request_id,
-        digest,
-        click.actor,
-        click.channel_id,
-        card=click.card,
-    )
+    work = _click_work(click, request_id=request_id, seen=digest)
+    _store_then_ack(ack, services, InboxKind.APPROVE_ALL, work)
 
 
-def decide_and_refresh(
-    services: BotServices, action_id: str, seen: str | None, click: Click
-) -> None:
+def decide_and_refresh(services: BotServices, work: Work, *, attempt_key: str | None) -> None:
     """An Approve from the card or from the review modal; the modal is redrawn afterwards."""
-    decide(services, action_id, seen, click.actor, click.channel_id, card=click.card)
-    refresh_review(services, click)
+    assert work.action_id is not None
+    decide(
+        services,
+        work.action_id,
+        work.seen,
+        work.who,
+        work.channel,
+        card=work.card_ref,
+        attempt_key=attempt_key,
+    )
+    refresh_review(services, work.view, user_id=work.actor.user_id)
 
 
 def decide(
@@ -67,10 +90,12 @@ def decide(
     message: str | None = None,
     edited_args: dict[str, Any] | None = None,
     card: MessageRef | None = None,
+    attempt_key: str | None = None,
 ) -> None:
     """Record the decision on the version the reviewer saw (the engine resumes if it was the
     last one needed), or explain the refusal, showing what changed if the card moved on.
-    ``card``: the message clicked, which the engine adopts if it has no card reference yet."""
+    ``card``: the message clicked, which the engine adopts if it has no card reference yet;
+    ``attempt_key``: the stored click's id, so a redo after a crash records nothing twice."""
     result = services.engine.decide(
         action_id=action_id[:64],
         actor=actor,
@@ -79,6 +104,7 @@ def decide(
         message=message,
         edited_args=edited_args,
         card=card,
+        attempt_key=attempt_key,
     )
     if result.refusal is None:
         services.metrics.inc("decisions_recorded")
@@ -94,40 +120,38 @@ def decide(
     tell(services, channel, actor.user_id, text=refusal_text(result.refusal))
 
 
-def approve_all(
-    services: BotServices,
-    request_id: str,
-    digest: str | None,
-    actor: Actor,
-    channel: str | None,
-    *,
-    card: MessageRef | None = None,
-) -> None:
+def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -> None:
     """Approve the actions the card showed, at the versions it showed, if the reviewer may;
     a card that changed since is refused whole. Each refused attempt is audited: as a whole
-    here, action by action by the engine, every row naming this one attempt."""
-    via = {"via": ActionId.APPROVE_ALL, "attempt": uuid.uuid4().hex}
-    approval = services.engine.approval(request_id)
+    here, action by action by the engine, every row naming this one attempt. A redo after a
+    crash counts what this attempt already recorded as part of what the card showed."""
+    request_id, actor, channel = work.request_id or "", work.who, work.channel
+    via = {"via": ActionId.APPROVE_ALL, "attempt": attempt_key or uuid.uuid4().hex}
+    approval = services.engine.approval(request_id[:64])
     approvable = approval.approvable if approval is not None else ()
+    earlier = _recorded_by(services, request_id[:64], attempt_key) if approval else {}
     unseen = {a.id for a in approvable} - shown_on_card(approval) if approval else set()
     refusal: Refusal | None = None
     if approval is None:
         refusal = Refusal.UNKNOWN_APPROVAL
-    elif unseen or digest != versions_digest(approvable):
+    elif unseen or work.seen != _digest(approval, approvable, earlier):
         refusal = Refusal.STALE_VERSION
+    if refusal is not None and earlier:
+        return  # the card moved on after this attempt's first decisions: they stand
     if refusal is not None:
         _refuse_all(services, request_id, actor, refusal, via=via)
         tell(services, channel, actor.user_id, text=refusal_text(refusal))
         return
-    approved, refusals = 0, list[Refusal]()
+    approved, refusals = len(set(earlier) - {a.id for a in approvable}), list[Refusal]()
     for action in approvable:
         result = services.engine.decide(
             action_id=action.id,
             actor=actor,
             decision="approve",
-            seen_hash=action.action_hash,
-            card=card,
+            seen_hash=earlier.get(action.id, action.action_hash),
+            card=work.card_ref,
             via=via,
+            attempt_key=attempt_key,
         )
         if result.refusal is None:
             approved += 1
@@ -145,6 +169,26 @@ def approve_all(
             text=f"You approved {approved} action(s); {len(refusals)} need another reviewer or "
             "were already decided.",
         )
+
+
+def _recorded_by(services: BotServices, request_id: str, attempt_key: str | None) -> dict[str, str]:
+    """Action id -> version, of the decisions this attempt recorded before a crash."""
+    if attempt_key is None:
+        return {}
+    with services.engine.db.transaction() as s:
+        return DecisionRepository(s).of_attempt(request_id, attempt_key)
+
+
+def _digest(
+    approval: ApprovalView, approvable: tuple[ActionView, ...], earlier: dict[str, str]
+) -> str:
+    """What the card's Approve all covered: the actions open now, and those this attempt
+    already decided, at the versions it decided them."""
+    covered = {a.id: a for a in approvable}
+    for action in approval.actions:
+        if action.id in earlier:
+            covered[action.id] = replace(action, action_hash=earlier[action.id])
+    return versions_digest(covered.values())
 
 
 def _refuse_all(

@@ -14,6 +14,7 @@ from bot.blocks.review_modal import review_modal
 from bot.ids import CallbackId
 from bot.listeners.payloads import Click, payload_of
 from bot.services import BotServices, services_of
+from bot.work import OpenView
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +83,8 @@ def on_review_page(ack: Ack, context: BoltContext, client: WebClient) -> None:
         client.views_update(view_id=view_id, view=review_modal(approval, page=entry.page))
 
 
-def refresh_review(services: BotServices, click: Click) -> None:
+def refresh_review(services: BotServices, view: OpenView | None, *, user_id: str) -> None:
     """After a decision taken inside the review modal, redraw its page with the new state."""
-    view = click.view
     if view is None or view.callback_id != CallbackId.REVIEW_MODAL or not view.id:
         return
     approval_id, _, page = view.private_metadata.partition(":")
@@ -97,7 +97,7 @@ def refresh_review(services: BotServices, click: Click) -> None:
         try:
             services.client.views_update(view_id=view.id, view=review_modal(approval, page=number))
         except Exception:
-            logger.exception("could not redraw the review modal for %s", click.actor.user_id)
+            logger.exception("could not redraw the review modal for %s", user_id)
 
 
 def _page(text: str) -> int:

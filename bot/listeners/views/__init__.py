@@ -1,7 +1,7 @@
 """Modal submissions: reject reason, answer, edited arguments. Each is authorized again.
 
-The work is handed to our pool before the ack, so a full pool can still answer on the form
-itself: the modal stays open with what the user entered, and the drop is audited.
+Each is stored in the decision inbox before the ack; if it cannot be stored, the answer is on
+the form itself: the modal stays open with what the user entered, and the drop is audited.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from bot.blocks.edit_modal import field_block_id, parse_edit
 from bot.blocks.modals import notice_modal, reject_reason, respond_answer
 from bot.errors import BUSY_SUBMISSION
 from bot.ids import BlockId, CallbackId, parse_choice
-from bot.listeners.actions.decide import decide
 from bot.listeners.payloads import Submission, SubmittedView, payload_of
-from bot.services import BotServices, Drop, services_of
+from bot.services import BotServices, services_of
+from bot.work import Work
+from store.models import InboxKind
 
 
 def register(app: App) -> None:
@@ -41,17 +42,22 @@ def busy_response(view: SubmittedView) -> dict[str, Any]:
 def _hand_off(
     ack: Ack, services: BotServices, submission: Submission, *, decision: str, **details: Any
 ) -> None:
-    """Decide in our pool, or, if it is full, keep the modal open and audit the drop."""
+    """Store the decision for the inbox workers, then close the modal; if it cannot be stored,
+    keep the modal open and audit the drop."""
     action_id, seen = parse_choice(submission.view.private_metadata)
-    actor = submission.actor
-    drop = Drop(actor=actor, what=submission.view.callback_id, action_id=action_id)
-    if services.run(
-        drop, decide, services, action_id, seen, actor, None, decision=decision, **details
-    ):
+    work = Work.of(
+        submission.actor,
+        what=submission.view.callback_id,
+        action_id=action_id,
+        seen=seen,
+        decision=decision,
+        **details,
+    )
+    if services.store(InboxKind.DECIDE, work.model_dump(mode="json")):
         ack()
         return
     ack(**busy_response(submission.view))
-    services.dropped(drop, tell=False)
+    services.dropped(work.drop(), tell=False)
 
 
 def _submit_text(
@@ -101,7 +107,7 @@ def on_edit_submitted(ack: Ack, context: BoltContext) -> None:
     services = services_of(context)
     action_id, _seen = parse_choice(submission.view.private_metadata)
     form = services.engine.edit_form(action_id)
-    if form is None:  # refused in the pool, where the engine audits and explains it
+    if form is None:  # refused by the worker, where the engine audits and explains it
         _hand_off(ack, services, submission, decision="edit")
         return
     schema, current = form

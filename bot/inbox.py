@@ -1,0 +1,221 @@
+"""Inbox workers: claim stored clicks and submissions and do their decision work.
+
+Each item is claimed with a lease (renewed while it is worked on) and marked done or failed
+afterwards. A worker that dies leaves its lease to run out; another claims the item again, and
+the item's id, passed to the engine as the decision's idempotency key, keeps the redo from
+recording a second decision. PostgreSQL wakes workers with LISTEN/NOTIFY; SQLite polls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from agent_runtime.faults import fault_point
+from bot.errors import user_message
+from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
+from bot.services import BotServices
+from bot.work import Work
+from store.inbox import INBOX_CHANNEL, InboxRepository
+from store.models import InboxItem, InboxKind, InboxStatus, utcnow
+
+logger = logging.getLogger(__name__)
+SQLITE_POLL = 0.2
+"""Seconds between looks at a SQLite inbox (nothing wakes workers of another process)."""
+POSTGRES_POLL = 2.0
+"""Seconds between looks on PostgreSQL without a NOTIFY: finds items whose lease ran out."""
+MAX_ATTEMPTS = 5
+"""Claims of one item before it is given up (each one a worker that died working on it)."""
+
+
+def attempt_key(item_id: int) -> str:
+    return f"inbox:{item_id}"
+
+
+def process(services: BotServices, kind: str, work: Work, *, key: str) -> None:
+    """Do one item's work: the same functions the listeners used to run in the pool."""
+    if kind == InboxKind.APPROVE:
+        decide_and_refresh(services, work, attempt_key=key)
+    elif kind == InboxKind.APPROVE_ALL:
+        approve_all(services, work, attempt_key=key)
+    elif kind == InboxKind.DECIDE:
+        assert work.action_id is not None
+        decide(
+            services,
+            work.action_id,
+            work.seen,
+            work.who,
+            None,
+            decision=work.decision,
+            message=work.message,
+            edited_args=work.edited_args,
+            attempt_key=key,
+        )
+    else:
+        raise ValueError(f"unknown inbox item kind {kind!r}")
+
+
+class InboxWorkers:
+    """``threads`` workers claiming items; on PostgreSQL one more thread LISTENs to wake them."""
+
+    def __init__(self, services: BotServices, *, threads: int, lease: dt.timedelta) -> None:
+        self.services = services
+        self.db = services.engine.db
+        self.threads = threads
+        self.lease = lease
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._running: list[threading.Thread] = []
+        self._poll = SQLITE_POLL if self.db.is_sqlite else POSTGRES_POLL
+
+    @property
+    def running(self) -> bool:
+        return bool(self._running)
+
+    def start(self) -> None:
+        if self._running:
+            return
+        self._stop.clear()
+        for n in range(self.threads):
+            self._spawn(self._work_loop, f"inbox-worker-{n}")
+        if not self.db.is_sqlite:
+            self._spawn(self._listen_loop, "inbox-listen")
+
+    def _spawn(self, target: object, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
+        thread.start()
+        self._running.append(thread)
+
+    def stop(self, *, timeout: float = 30.0) -> None:
+        """Claim nothing more; let items being worked on finish."""
+        self._stop.set()
+        self._wake()
+        deadline = time.monotonic() + timeout
+        for thread in self._running:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._running.clear()
+
+    def _wake(self) -> None:
+        with self.services.wake:
+            self.services.wake.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until no item is queued or claimed (items stored before this call are done);
+        ``False`` on timeout, or if the store cannot be read (shutdown goes on regardless)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self.db.transaction() as s:
+                    if InboxRepository(s).unfinished() == 0:
+                        return True
+            except Exception:
+                logger.warning("cannot read the inbox; not waiting for it", exc_info=True)
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self.services.wake:
+                self.services.wake.wait(timeout=min(left, self._poll))
+
+    def _work_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = self.run_once()
+            except Exception:
+                logger.exception("inbox worker failed; it goes on")
+                worked = False
+            if not worked and not self._stop.is_set():
+                with self.services.wake:
+                    self.services.wake.wait(timeout=self._poll)
+
+    def run_once(self) -> bool:
+        """Claim one item and work on it; ``False`` if there was none."""
+        with self.db.transaction() as s:
+            item = InboxRepository(s).claim_next(owner=self.owner, lease=self.lease)
+            claimed = _Claimed.of(item) if item is not None else None
+        if claimed is None:
+            return False
+        fault_point("after_ack")
+        if claimed.attempts > MAX_ATTEMPTS:
+            self._finish(claimed.id, InboxStatus.FAILED, f"gave up after {MAX_ATTEMPTS} claims")
+            return True
+        self._work(claimed)
+        self._wake()  # settle() waits on this
+        return True
+
+    def _work(self, claimed: _Claimed) -> None:
+        work = Work.model_validate(claimed.payload)
+        try:
+            with self._leased(claimed.id):
+                process(self.services, claimed.kind, work, key=attempt_key(claimed.id))
+        except Exception as exc:
+            logger.exception("%s by %s failed", work.what, work.actor.user_id)
+            self._finish(claimed.id, InboxStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000])
+            self.services.tell(work.drop(), user_message(exc))
+            return
+        self._finish(claimed.id, InboxStatus.DONE, None)
+
+    def _finish(self, item_id: int, status: InboxStatus, error: str | None) -> None:
+        with self.db.transaction() as s:
+            if not InboxRepository(s).finish(item_id, owner=self.owner, status=status, error=error):
+                logger.warning("inbox item %s was claimed again before it was finished", item_id)
+
+    @contextmanager
+    def _leased(self, item_id: int) -> Iterator[None]:
+        """Renew the item's lease while it is worked on, so a slow decision is not redone."""
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(self.lease.total_seconds() / 3):
+                try:
+                    with self.db.transaction() as s:
+                        InboxRepository(s).renew(
+                            item_id, owner=self.owner, until=utcnow() + self.lease
+                        )
+                except Exception:
+                    logger.exception("could not renew the lease of inbox item %s", item_id)
+
+        keeper = threading.Thread(target=renew, name=f"inbox-lease-{item_id}", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            done.set()
+            keeper.join(timeout=5)
+
+    def _listen_loop(self) -> None:
+        """LISTEN on its own connection; each NOTIFY wakes the workers. Reconnects on error."""
+        url = make_url(self.db.url).set(drivername="postgresql")
+        dsn = url.render_as_string(hide_password=False)
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {INBOX_CHANNEL}")
+                    self._wake()  # items stored while we were not listening
+                    while not self._stop.is_set():
+                        for _note in conn.notifies(timeout=1.0, stop_after=1):
+                            self._wake()
+            except Exception as exc:  # the workers' poll covers the gap
+                logger.warning("inbox LISTEN connection failed (%s); retrying", exc)
+                self._stop.wait(1.0)
+
+
+class _Claimed:
+    """What a worker needs of a claimed item, read inside the claiming transaction."""
+
+    def __init__(self, item_id: int, kind: str, payload: dict[str, object], attempts: int):
+        self.id, self.kind, self.payload, self.attempts = item_id, kind, payload, attempts
+
+    @classmethod
+    def of(cls, item: InboxItem) -> _Claimed:
+        return cls(item.id, item.kind, dict(item.payload), item.attempts)
