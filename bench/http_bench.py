@@ -28,7 +28,7 @@ SLOW = {"AGENT": "bench.slow_graph:build_graph", "WORKER_QUEUE": "5000"}
 REVIEWERS = [people.RELEASE_MANAGER, people.RELEASE_MANAGER_2, people.SECURITY]
 
 
-def _start_runs(
+def start_runs(
     bot: BotProcess, sandbox: SlackSandbox, n: int, text: str = "change {i}"
 ) -> tuple[list[float], list[Message]]:
     """n concurrent slash commands; returns their ack latencies and the n new cards."""
@@ -50,7 +50,7 @@ def _start_runs(
     return [s for s, _ in results], state.wait_for(new_cards, timeout=300)
 
 
-def _click_all(bot: BotProcess, cards: list[Message]) -> list[float]:
+def click_all(bot: BotProcess, cards: list[Message]) -> list[float]:
     jobs = []
     for i, card in enumerate(cards):
         approve = next(b for b in buttons(card) if b.text == "Approve")
@@ -64,7 +64,7 @@ def _click_all(bot: BotProcess, cards: list[Message]) -> list[float]:
     return [s for s, _ in results]
 
 
-def _wait_done(sandbox: SlackSandbox, cards: list[Message], timeout: float = 300) -> None:
+def wait_done(sandbox: SlackSandbox, cards: list[Message], timeout: float = 300) -> None:
     """Until every card was updated twice: the decision shown, then the resume's outcome."""
     sandbox.state.wait_for(
         lambda: all(len(c.edited_at) >= 2 and not buttons(c) for c in cards), timeout=timeout
@@ -83,9 +83,9 @@ def ack_latency_and_memory(workdir: Path) -> list[str]:
             mem_rows.append(("serve idle", f"{bot.rss_kib() / 1024:.0f}"))
             total = 0
             for n in (1, 10, 50, 200):
-                slash, cards = _start_runs(bot, sandbox, n)
-                clicks = _click_all(bot, cards)
-                _wait_done(sandbox, cards)
+                slash, cards = start_runs(bot, sandbox, n)
+                clicks = click_all(bot, cards)
+                wait_done(sandbox, cards)
                 total += n
                 for kind, lat in (("slash command", slash), ("button click", clicks)):
                     out_rows.append(
@@ -102,7 +102,7 @@ def ack_latency_and_memory(workdir: Path) -> list[str]:
         finally:
             bot.stop()
             sandbox.stop()
-        integrity.append(_integrity(url, total))
+        integrity.append(integrity_check(url, total))
     return [
         table(
             "Ack latency in ms (each resume takes 0.5 s; the ack does not wait for it)",
@@ -114,7 +114,7 @@ def ack_latency_and_memory(workdir: Path) -> list[str]:
     ]
 
 
-def _integrity(url: str, expected: int) -> str:
+def integrity_check(url: str, expected: int) -> str:
     db = Database(url)
     with db.engine.connect() as conn:
         decisions = conn.exec_driver_sql("SELECT count(*) FROM decisions").scalar()
@@ -135,15 +135,15 @@ def throughput(workdir: Path, n: int = 100) -> list[str]:
         env = bot_env(sandbox, url, workdir / "ws-tp", BENCH_TOOL_SECONDS="0", **SLOW)
         bot = BotProcess(env, sandbox)
         try:
-            _slash, cards = _start_runs(bot, sandbox, n)
+            _slash, cards = start_runs(bot, sandbox, n)
             start = time.perf_counter()
-            _click_all(bot, cards)
-            _wait_done(sandbox, cards)
+            click_all(bot, cards)
+            wait_done(sandbox, cards)
             elapsed = time.perf_counter() - start
         finally:
             bot.stop()
             sandbox.stop()
-        check = _integrity(url, n)
+        check = integrity_check(url, n)
     return [
         table(
             "Throughput (100 pending approvals clicked at once; tool takes 0 s)",
@@ -183,17 +183,17 @@ def overhead(workdir: Path, k: int = 8) -> list[str]:
             started, finished = [], []
             try:
                 for _ in range(k):
-                    _slash, cards = _start_runs(bot, sandbox, 1, request)
+                    _slash, cards = start_runs(bot, sandbox, 1, request)
                     before = time.monotonic()
-                    _click_all(bot, cards)
-                    _wait_done(sandbox, cards)
+                    click_all(bot, cards)
+                    wait_done(sandbox, cards)
                     started.append(cards[0].edited_at[0] - before)
                     finished.append(cards[0].edited_at[-1] - before)
             finally:
                 bot.stop()
                 sandbox.stop()
             os.environ.update(extra)
-            base = statistics.median(_plain_resumes(url, workdir / "ws-plain", agent, request, k))
+            base = statistics.median(plain_resumes(url, workdir / "ws-plain", agent, request, k))
         done = statistics.median(finished)
         rows.append(
             (label, ms(statistics.median(started)), ms(done), ms(base), f"{done / base:.2f}")
@@ -213,7 +213,7 @@ def overhead(workdir: Path, k: int = 8) -> list[str]:
     ]
 
 
-def _plain_resumes(url: str, workspace: Path, agent: str, request: str, k: int) -> list[float]:
+def plain_resumes(url: str, workspace: Path, agent: str, request: str, k: int) -> list[float]:
     runtime = open_runtime(
         database_url=url,
         agent=agent,

@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -20,7 +23,7 @@ from pathlib import Path
 from bench import store_bench
 from bench.common import fresh_database, pct, table
 from bench.floors import WORKER_THREADS, BareBoltProcess, plain_throughput
-from bench.http_bench import SLOW, _click_all, _integrity, _plain_resumes, _start_runs, _wait_done
+from bench.http_bench import SLOW, click_all, integrity_check, plain_resumes, start_runs, wait_done
 from bot.sandbox import people
 from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
@@ -116,19 +119,19 @@ def _bot(bot: BotProcess, sandbox: SlackSandbox, scale: Scale) -> tuple[Measured
     """n pending approvals clicked at once (their acks, approvals completed per second), then
     single runs clicked one at a time, click to the run's result on the card."""
     n = scale.clicks
-    _slash, cards = _start_runs(bot, sandbox, n, f"change {{i}} {NO_TOOL}")
+    _slash, cards = start_runs(bot, sandbox, n, f"change {{i}} {NO_TOOL}")
     same_clicks = _snapshot(cards)
     start = time.perf_counter()
-    acks = _click_all(bot, cards)
-    _wait_done(sandbox, cards)
+    acks = click_all(bot, cards)
+    wait_done(sandbox, cards)
     rate = n / (time.perf_counter() - start)
     rss, peak = bot.rss_kib() / 1024, bot.rss_kib("VmHWM") / 1024
     to_result = []
     for _ in range(scale.resumes):
-        _slash, cards = _start_runs(bot, sandbox, 1, TIMED)
+        _slash, cards = start_runs(bot, sandbox, 1, TIMED)
         before = time.monotonic()
-        _click_all(bot, cards)
-        _wait_done(sandbox, cards)
+        click_all(bot, cards)
+        wait_done(sandbox, cards)
         to_result.append(cards[0].edited_at[-1] - before)
     return Measured(acks, rate, to_result, rss, peak), same_clicks
 
@@ -139,28 +142,48 @@ def _floors(
     """The bare Bolt app acking the very same clicks; plain LangGraph on the bot's database."""
     floor = BareBoltProcess(env, sandbox)
     try:
-        _click_all(floor, clicks[:1])  # Bolt's first request sets itself up
-        measured.floor_acks = _click_all(floor, clicks)
+        click_all(floor, clicks[:1])  # Bolt's first request sets itself up
+        measured.floor_acks = click_all(floor, clicks)
         measured.floor_rss_mib = floor.rss_kib() / 1024
     finally:
         floor.stop()
     url, workdir = env["DATABASE_URL"], Path(env["WORKSPACE_DIR"])
     measured.floor_rate = plain_throughput(url, n=len(clicks), request=f"plain {NO_TOOL}")
     k = len(measured.to_result)
-    measured.floor_resumes = _plain_resumes(url, workdir / "plain", AGENT, TIMED, k)
+    measured.floor_resumes = plain_resumes(url, workdir / "plain", AGENT, TIMED, k)
 
 
-def against_floors(workdir: Path, scale: Scale) -> tuple[list[Ratio], list[str]]:
+@contextmanager
+def _worker_process(env: dict[str, str], *, separate: bool) -> Iterator[None]:
+    """``separate``: the decision work runs in an ``approval-bot worker`` process of its own,
+    and ``serve`` only verifies, stores and acks (its INBOX_WORKERS is off)."""
+    if not separate:
+        yield
+        return
+    worker = subprocess.Popen([sys.executable, "-m", "bot", "worker"], env=env)
+    try:
+        yield
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+
+
+def against_floors(
+    workdir: Path, scale: Scale, *, separate_worker: bool = False
+) -> tuple[list[Ratio], list[str]]:
     with fresh_database() as url, _sandbox() as sandbox:
         env = bot_env(sandbox, url, workdir / "ws", BENCH_TOOL_SECONDS="0", **SLOW)
         env["CLAIM_LEASE_SECONDS"] = "60"
+        if separate_worker:
+            env["INBOX_WORKERS"] = "false"
         bot = BotProcess(env, sandbox)
         try:
-            measured, clicks = _bot(bot, sandbox, scale)
+            with _worker_process(env, separate=separate_worker):
+                measured, clicks = _bot(bot, sandbox, scale)
         finally:
             bot.stop()
         _floors(measured, env=env, sandbox=sandbox, clicks=clicks)
-        integrity = _integrity(url, scale.clicks + scale.resumes)
+        integrity = integrity_check(url, scale.clicks + scale.resumes)
     return _ratios(measured, scale), [
         f"\nRSS of `approval-bot serve` after {scale.clicks} approvals: "
         f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
@@ -245,11 +268,18 @@ def pending_list(scale: tuple[int, int, int] | None, blocks: Sequence[str] | Non
     )
 
 
-def measure(scale: Scale = FULL, *, store_blocks: Sequence[str] | None = None) -> Report:
+def measure(
+    scale: Scale = FULL,
+    *,
+    store_blocks: Sequence[str] | None = None,
+    separate_worker: bool = False,
+) -> Report:
     """Every ratio; ``store_blocks``: store_bench's output when the caller already ran it."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="approval-ratios-") as folder:
-        ratios, notes = against_floors(Path(folder), scale)
+        ratios, notes = against_floors(Path(folder), scale, separate_worker=separate_worker)
+    if separate_worker:
+        notes.append("decision work in a separate `approval-bot worker` process")
     ratios.append(pending_list(scale.store, store_blocks))
     notes.append(f"ratios took {time.perf_counter() - started:.0f} s")
     return Report(ratios, notes)
@@ -258,8 +288,14 @@ def measure(scale: Scale = FULL, *, store_blocks: Sequence[str] | None = None) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ratios", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny scale, a smoke test")
+    parser.add_argument(
+        "--separate-worker",
+        action="store_true",
+        help="serve only acks; an `approval-bot worker` process does the decision work",
+    )
     args = parser.parse_args(argv)
-    print(measure(QUICK if args.quick else FULL).render(), flush=True)
+    report = measure(QUICK if args.quick else FULL, separate_worker=args.separate_worker)
+    print(report.render(), flush=True)
     return 0
 
 
