@@ -146,7 +146,15 @@ class Announcer:
         return posted
 
     def expired(self, view: ApprovalView) -> None:
-        self.notifier.approval_expired(view)
+        """A notice, not retried: the card itself shows the expiry once it is redrawn."""
+        try:
+            self.notifier.approval_expired(view)
+        except Exception:
+            logger.exception("could not announce the expiry of %s", view.id)
 
     def remind(self, view: ApprovalView, reviewers: Reviewers, escalation: str | None) -> None:
-        self.notifier.approval_reminder(view, reviewers, escalation)
+        """Sent once (its turn is taken before it is sent); a failure is logged."""
+        try:
+            self.notifier.approval_reminder(view, reviewers, escalation)
+        except Exception:
+            logger.exception("could not send the reminder of %s", view.id)

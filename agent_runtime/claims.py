@@ -47,22 +47,23 @@ class Claims:
         """Whether this process holds the request's claim (and may resume it)."""
         return request.status == RequestStatus.RESUMING and request.claimed_by == self.owner
 
-    def take_over_stale(self) -> list[str]:
-        """Claims of dead owners this process took (one taker wins each), audited."""
+    def take_over_stale(self) -> Iterator[str]:
+        """Claims of dead owners, each yielded as soon as this process took it (one taker
+        wins each; audited), for the caller to resume before the next is taken."""
         now = self.clock()
         with self.db.transaction() as s:
             stale = MaintenanceQueries(s).stale_claims(now)
-        won = []
         for request_id in stale:
             with self.db.transaction() as s:
-                if ApprovalRepository(s).take_over(
+                won = ApprovalRepository(s).take_over(
                     request_id, owner=self.owner, now=now, lease=self.lease
-                ):
+                )
+                if won:
                     AuditRepository(s).record(
                         "resume_taken_over", request_id=request_id, detail={"owner": self.owner}
                     )
-                    won.append(request_id)
-        return won
+            if won:
+                yield request_id
 
     def settled_before(self) -> dt.datetime:
         """Work last touched before this is not in progress anywhere (a lease has passed)."""

@@ -12,6 +12,7 @@ orchestrator between them. Each owner does one thing and calls none of the other
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,8 @@ from store.models import utcnow
 from store.repositories import ApprovalRepository
 
 __all__ = ["ApprovalEngine", "DecisionResult", "ReconcileResult", "SweepResult"]
+
+logger = logging.getLogger(__name__)
 
 
 def _no_groups(_group: str) -> frozenset[str]:
@@ -143,6 +146,14 @@ class ApprovalEngine:
         if run_id is not None:
             with self.locks.hold(run_id):
                 self._resume_locked(run_id, request_id, recovering=recovering)
+
+    def _resume_guarded(self, request_id: str, *, recovering: bool = False) -> None:
+        """In the background: one request that cannot be resumed now must not keep the others
+        from it. Its claim runs out and is taken over (by this process too) to try again."""
+        try:
+            self._resume(request_id, recovering=recovering)
+        except Exception:
+            logger.exception("could not resume %s; trying again when its lease ran out", request_id)
 
     # Reading ------------------------------------------------------------------------------
 
@@ -249,20 +260,23 @@ class ApprovalEngine:
     # Background ---------------------------------------------------------------------------
 
     def sweep(self) -> SweepResult:
-        """Expire what is due (and resume it, rejected), then send due reminders."""
-        expired = self.sweeper.expire_due()
-        for request_id in expired:
-            self._resume(request_id)
-        return SweepResult(expired=len(expired), reminded=self.sweeper.remind_due())
+        """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
+        due reminders."""
+        expired = 0
+        for request_id in self.sweeper.expire_due():
+            expired += 1
+            self._resume_guarded(request_id)
+        return SweepResult(expired=expired, reminded=self.sweeper.remind_due())
 
     def reconcile(self) -> ReconcileResult:
         """Finish what dead processes left, at start-up and periodically; safe with several
         replicas (each step is won by one of them)."""
-        taken = self.claims.take_over_stale()
-        for request_id in taken:
-            self._resume(request_id, recovering=True)
+        resumed = 0
+        for request_id in self.claims.take_over_stale():
+            resumed += 1
+            self._resume_guarded(request_id, recovering=True)
         return ReconcileResult(
-            resumed=len(taken),
+            resumed=resumed,
             advanced=self._advance_stalled_runs(),
             cards_posted=self.announcer.retry_card_posts(
                 created_before=self.clock() - self.card_retry_after

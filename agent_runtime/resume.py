@@ -23,7 +23,7 @@ from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, drift
-from agent_runtime.views import approval_view, run_view
+from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
     PendingInterrupt,
     ResumeDecision,
@@ -177,7 +177,9 @@ class Resumer:
         with self.db.transaction() as s:
             if not self.claims.claim(s, request_id):
                 return
-        self._finish(request_id, status=RequestStatus.INVALIDATED, outcome=reason)
+        closed = self._finish(request_id, status=RequestStatus.INVALIDATED, outcome=reason)
+        if closed is not None:
+            self.announcer.run_finished(closed)
 
     def _finish(
         self,
@@ -186,9 +188,11 @@ class Resumer:
         status: RequestStatus,
         outcome: str,
         record: Callable[[Session], None] | None = None,
-    ) -> None:
+    ) -> RunView | None:
         """Record the request's end (and, when it was closed unresumed, its run's), then show
-        it on the card and, for a closed run, in the thread."""
+        it on the card. Returns the run it closed, if any: only ``invalidate`` tells the thread
+        at once; otherwise another interrupt of the run may still finish it, and a result left
+        unposted is posted by ``Announcer.post_missing_results``."""
         with self.db.transaction() as s:
             # Lock order everywhere: the request's row first, then the audit chain.
             request = ApprovalRepository(s).get(request_id, for_update=True)
@@ -212,8 +216,7 @@ class Resumer:
             closed_run = run_view(run) if ended and run is not None else None
         fault_point("before_card_update")
         self.announcer.show_card(view)
-        if closed_run is not None:
-            self.announcer.run_finished(closed_run)
+        return closed_run
 
 
 _AUDITED = {

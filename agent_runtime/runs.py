@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
@@ -115,30 +115,30 @@ class RunLifecycle:
             return None
         return self.runtime.state(run_id)
 
-    def record_stop(self, run_id: str, state: StateSnapshot | None = None) -> list[str]:
+    def record_stop(self, run_id: str, state: StateSnapshot | None = None) -> Iterator[str]:
         """After the graph stopped: its result, or its new interrupts with their cards.
-        Returns the requests nothing was left to decide on (exempt, or refused by policy):
-        they are claimed already, for the caller to resume."""
+
+        Lazy, one interrupt at a time: a request nothing was left to decide on (exempt, or
+        refused by policy) is claimed and yielded for the caller to resume before the next
+        interrupt is recorded, so no claim waits unrenewed. Iterate it to the end."""
         state = state if state is not None else self.runtime.state(run_id)
         if not state.interrupts:
             self._finish(run_id, RunStatus.COMPLETED, final_text(state.values))
-            return []
+            return
         try:
             pendings = pending_interrupts(state.interrupts)
         except UnsupportedInterrupt as exc:
             self.fail(run_id, f"The agent paused on something I cannot review: {exc}")
-            return []
-        to_resume: list[str] = []
+            return
         for pending in pendings:
             recorded = self._record_interrupt(run_id, pending, state=state)
             if recorded is None:
                 continue
             request_id, decided = recorded
             if decided:
-                to_resume.append(request_id)
+                yield request_id
             else:
                 self.announcer.post_card(request_id)
-        return to_resume
 
     def _record_interrupt(
         self, run_id: str, pending: PendingInterrupt, *, state: StateSnapshot

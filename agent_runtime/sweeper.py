@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from agent_runtime.announcer import Announcer
@@ -43,13 +43,13 @@ class Sweeper:
         self.announcer = announcer
         self.clock = clock
 
-    def expire_due(self) -> list[str]:
+    def expire_due(self) -> Iterator[str]:
         """Fail closed: every action that needed a person is rejected with "approval
-        expired". Returns the requests this process claimed, for the caller to resume."""
+        expired". Yields each request as soon as this process claimed it, for the caller to
+        resume before the next is claimed: a claim never waits unrenewed behind others."""
         now = self.clock()
         with self.db.transaction() as s:
             due = ApprovalRepository(s).due_for_expiry(now)
-        claimed = []
         for request_id in due:
             with self.db.transaction() as s:
                 repo = ApprovalRepository(s)
@@ -76,8 +76,7 @@ class Sweeper:
                 )
                 view = approval_view(request)
             self.announcer.expired(view)
-            claimed.append(request_id)
-        return claimed
+            yield request_id
 
     def remind_due(self) -> int:
         now = self.clock()

@@ -44,10 +44,10 @@ def test_a_claim_is_taken_over_only_after_its_lease_ran_out(tmp_path):
     survivor = Claims(db=db, clock=clock, lease=LEASE, owner="survivor")
     with db.transaction() as s:
         assert dead.claim(s, seeded.request_id)
-    assert survivor.take_over_stale() == [], "a live lease is not taken over"
+    assert list(survivor.take_over_stale()) == [], "a live lease is not taken over"
     clock.now += LEASE + dt.timedelta(seconds=1)
-    assert survivor.take_over_stale() == [seeded.request_id]
-    assert dead.take_over_stale() == [], "one taker wins"
+    assert list(survivor.take_over_stale()) == [seeded.request_id]
+    assert list(dead.take_over_stale()) == [], "one taker wins"
     with db.transaction() as s:
         request = s.get(ApprovalRequest, seeded.request_id)
         assert request is not None and survivor.held(request) and not dead.held(request)

@@ -81,7 +81,20 @@ def test_a_thread_with_no_checkpoint_is_never_started_afresh(tmp_path):
     assert resumer.resume(seeded.request_id) == NOTHING
     assert thread.invoked == []
     assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.FAILED)
-    assert [r.id for r in told.results] == [seeded.run_id], "the thread is told"
+    assert told.results == [], "another interrupt of the run may still finish it"
+
+
+def test_an_invalidated_request_tells_its_thread_at_once(tmp_path):
+    thread = FakeThread()
+    db, seeded, resumer, told = resumer_on(tmp_path, thread, claimed_by="nobody")
+    with db.transaction() as s:  # back to pending: the policy changed before anyone decided
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.status, request.claimed_by = RequestStatus.PENDING, None
+    resumer.invalidate(seeded.request_id, reason="the approval policy changed")
+    assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.FAILED)
+    assert [r.id for r in told.results] == [seeded.run_id]
+    resumer.invalidate(seeded.request_id, reason="again")
+    assert len(told.results) == 1, "one caller wins the claim"
 
 
 def test_a_thread_no_longer_waiting_is_not_resumed(tmp_path):

@@ -83,3 +83,42 @@ def test_expiry_under_a_newer_policy_still_rejects_and_says_expired(tmp_path):
         request = s.scalars(select(ApprovalRequest).where(ApprovalRequest.run_id == run_id)).one()
     assert request.status == "expired"
     assert env.workspace.effects() == []
+
+
+def _statuses(env) -> list[str]:  # type: ignore[no-untyped-def]
+    with env.db.transaction() as s:
+        return list(s.scalars(select(ApprovalRequest.status).order_by(ApprovalRequest.created_at)))
+
+
+def test_a_failed_expiry_notice_strands_no_request(tmp_path):
+    """Every expired request is resumed (rejected) even when a notice to Slack fails."""
+    clock = Clock()
+    env = make_env(tmp_path, clock=clock)
+    paused_run(env)
+    paused_run(env)
+    told = env.notes.approval_expired
+
+    def flaky(approval):  # type: ignore[no-untyped-def]
+        if env.notes.expired:
+            raise TimeoutError("slack did not answer")
+        told(approval)
+
+    env.notes.approval_expired = flaky  # type: ignore[method-assign]
+    clock.now += dt.timedelta(hours=5)
+    assert env.engine.sweep().expired == 2
+    assert _statuses(env) == ["expired", "expired"]
+
+
+def test_each_expired_request_is_claimed_only_when_its_resume_can_start(tmp_path):
+    """No claim waits, unrenewed, behind another request's resume: the next request is
+    still pending while the first is handed over."""
+    clock = Clock()
+    env = make_env(tmp_path, clock=clock)
+    paused_run(env)
+    paused_run(env)
+    clock.now += dt.timedelta(hours=5)
+    due = env.engine.sweeper.expire_due()
+    next(due)
+    assert _statuses(env) == ["resuming", "pending"]
+    next(due)
+    assert _statuses(env) == ["resuming", "resuming"]
