@@ -28,6 +28,7 @@ from agent_runtime.sweeper import Maintenance
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor, ListenerPool
 from bot.inbox import InboxWorkers
+from bot.inbox_writer import InboxWriter
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
 from bot.services import BotServices, install
@@ -84,6 +85,7 @@ class Bot:
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
         self.inbox.stop(timeout=drain_seconds)
         self.listeners.shutdown(wait=False)
+        self.services.writer.close()
         self.services.executor.shutdown(wait=False)
         self.services.notices.shutdown(wait=False)
         close_checkpointer(self.runtime.checkpointer)
@@ -163,6 +165,7 @@ def build_bot(
     )
     services = BotServices(
         engine=engine,
+        writer=InboxWriter(db),
         executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
         client=client,
         directory=directory,

@@ -18,7 +18,7 @@ from agent_runtime.engine import ApprovalEngine
 from bot.directory import UsergroupDirectory
 from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
-from store.inbox import InboxRepository
+from bot.inbox_writer import InboxWriter
 from store.models import InboxKind
 
 logger = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ class BotServices:
     engine: ApprovalEngine
     executor: BoundedExecutor
     client: WebClient
+    writer: InboxWriter
+    """Stores clicks before their ack, several in one transaction under a burst."""
     metrics: Metrics = field(default_factory=Metrics)
     directory: UsergroupDirectory | None = None
     notices: BoundedExecutor = field(default_factory=_notices)
@@ -98,11 +100,7 @@ class BotServices:
         """Store a decision click or submission in the inbox, in one short transaction, before
         its ack; ``False`` if that failed (the caller answers as if busy: nothing is lost
         silently)."""
-        try:
-            with self.engine.db.transaction() as s:
-                InboxRepository(s).add(kind, payload)
-        except Exception:
-            logger.exception("could not store a %s in the inbox", kind)
+        if not self.writer.write(kind, payload):
             self.metrics.inc("inbox_write_failures")
             return False
         self.metrics.inc("inbox_stored")

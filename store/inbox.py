@@ -38,17 +38,28 @@ class InboxRepository:
 
     def add(self, kind: InboxKind, payload: dict[str, Any]) -> InboxItem:
         """Queue an item; on PostgreSQL the NOTIFY is delivered when this transaction commits."""
-        item = InboxItem(
-            kind=kind, payload=payload, status=InboxStatus.QUEUED, attempts=0, created_at=utcnow()
-        )
-        self.session.add(item)
+        (item_id,) = self.add_many([(kind, payload)])
+        item = self.session.get(InboxItem, item_id)
+        assert item is not None
+        return item
+
+    def add_many(self, items: list[tuple[InboxKind, dict[str, Any]]]) -> list[int]:
+        """Queue several items in this transaction (one insert, one NOTIFY); their ids."""
+        now = utcnow()
+        rows = [
+            InboxItem(
+                kind=kind, payload=payload, status=InboxStatus.QUEUED, attempts=0, created_at=now
+            )
+            for kind, payload in items
+        ]
+        self.session.add_all(rows)
         self.session.flush()
-        if self._postgres:
+        if self._postgres and rows:
             self.session.execute(
                 text("SELECT pg_notify(:channel, :id)"),
-                {"channel": INBOX_CHANNEL, "id": str(item.id)},
+                {"channel": INBOX_CHANNEL, "id": str(rows[-1].id)},
             )
-        return item
+        return [row.id for row in rows]
 
     def get(self, item_id: int) -> InboxItem | None:
         return self.session.get(InboxItem, item_id)

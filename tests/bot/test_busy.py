@@ -48,14 +48,14 @@ def fill(h: Harness, release: threading.Event) -> None:
 @pytest.fixture
 def unwritable(monkeypatch) -> Iterator[threading.Event]:  # type: ignore[no-untyped-def]
     """The inbox refuses writes (e.g. the database is down) until the event is set."""
-    healed, add = threading.Event(), InboxRepository.add
+    healed, add_many = threading.Event(), InboxRepository.add_many
 
-    def failing(self: InboxRepository, *args: object, **kwargs: object) -> InboxItem:
+    def failing(self: InboxRepository, *args: object, **kwargs: object) -> list[int]:
         if not healed.is_set():
             raise RuntimeError("the database is unreachable")
-        return add(self, *args, **kwargs)  # type: ignore[arg-type]
+        return add_many(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(InboxRepository, "add", failing)
+    monkeypatch.setattr(InboxRepository, "add_many", failing)
     yield healed
 
 

@@ -1,0 +1,120 @@
+"""Storing clicks before their ack, many at once: a group commit.
+
+Under a burst every listener thread would otherwise open its own short transaction and wait for
+a connection, a commit and a NOTIFY of its own. One writer thread takes what is queued, stores
+it in one transaction and wakes each waiting listener; a listener acks only once its item is
+committed. A listener that gives up waiting before its item was taken withdraws it, so an item
+is either stored (and acked) or answered as busy, never both."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from store.db import Database
+from store.inbox import InboxRepository
+from store.models import InboxKind
+
+logger = logging.getLogger(__name__)
+MAX_BATCH = 64
+WAIT_SECONDS = 2.0
+"""How long a listener waits for its item to be taken; Slack's ack limit is 3 seconds."""
+COMMIT_SECONDS = 30.0
+"""A transaction under way is waited for, up to this (the database's own limits come first)."""
+
+
+class _State(enum.Enum):
+    QUEUED = enum.auto()
+    TAKEN = enum.auto()
+    STORED = enum.auto()
+    FAILED = enum.auto()
+    WITHDRAWN = enum.auto()
+
+
+@dataclass
+class _Item:
+    kind: InboxKind
+    payload: dict[str, Any]
+    state: _State = _State.QUEUED
+    settled: threading.Condition = field(default_factory=threading.Condition)
+
+    def take(self) -> bool:
+        with self.settled:
+            if self.state is not _State.QUEUED:
+                return False
+            self.state = _State.TAKEN
+            return True
+
+    def settle(self, state: _State) -> None:
+        with self.settled:
+            self.state = state
+            self.settled.notify_all()
+
+
+class InboxWriter:
+    def __init__(self, db: Database, *, wait: float = WAIT_SECONDS) -> None:
+        self.db = db
+        self.wait = wait
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="inbox-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, kind: InboxKind, payload: dict[str, Any]) -> bool:
+        """Store one item; ``True`` once it is committed, ``False`` if it was not stored."""
+        item = _Item(kind, payload)
+        self._queue.put(item)
+        with item.settled:
+            item.settled.wait_for(lambda: item.state is not _State.QUEUED, timeout=self.wait)
+            if item.state is _State.QUEUED:
+                item.state = _State.WITHDRAWN
+                return False
+            # Taken: its transaction is under way; its outcome is the answer.
+            item.settled.wait_for(
+                lambda: item.state in (_State.STORED, _State.FAILED), timeout=COMMIT_SECONDS
+            )
+            if item.state is _State.TAKEN:
+                logger.error("an inbox write outlasted %ss; answering busy", COMMIT_SECONDS)
+            return item.state is _State.STORED
+
+    def waiting(self) -> int:
+        """Items queued and not yet taken (approximate): the depth of the ack path's queue."""
+        return self._queue.qsize()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < MAX_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)  # stop after this batch
+                    break
+                batch.append(more)
+            self._store([item for item in batch if item.take()])
+
+    def _store(self, batch: list[_Item]) -> None:
+        if not batch:
+            return
+        try:
+            with self.db.transaction() as s:
+                InboxRepository(s).add_many([(item.kind, item.payload) for item in batch])
+        except Exception:
+            logger.exception("could not store %d inbox item(s)", len(batch))
+            for item in batch:
+                item.settle(_State.FAILED)
+            return
+        for item in batch:
+            item.settle(_State.STORED)

@@ -1,0 +1,87 @@
+"""The group commit in front of the inbox: under a burst many clicks share one transaction,
+each listener learns whether its own item is stored, and an item given up on is never stored."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import func, select
+
+from bot.inbox_writer import InboxWriter
+from store.db import Database
+from store.inbox import InboxRepository
+from store.migrate import upgrade
+from store.models import InboxItem, InboxKind
+
+
+@pytest.fixture
+def db(sqlite_url: str) -> Iterator[Database]:
+    database = Database(sqlite_url)
+    upgrade(database.engine)
+    yield database
+    database.dispose()
+
+
+class Stalled:
+    """Holds the writer inside its first transaction until released; records batch sizes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.sizes: list[int] = []
+        add_many = InboxRepository.add_many
+
+        def held(repo: InboxRepository, items: list) -> list[int]:  # type: ignore[type-arg]
+            self.sizes.append(len(items))
+            self.entered.set()
+            self.release.wait(timeout=30)
+            return add_many(repo, items)
+
+        monkeypatch.setattr(InboxRepository, "add_many", held)
+
+
+def stored(db: Database) -> int:
+    with db.transaction() as s:
+        return int(s.scalar(select(func.count()).select_from(InboxItem)) or 0)
+
+
+def test_a_burst_shares_transactions_and_every_item_is_stored_once(db, monkeypatch):
+    stall = Stalled(monkeypatch)
+    writer = InboxWriter(db)
+    with ThreadPoolExecutor(21) as pool:
+        first = pool.submit(writer.write, InboxKind.DECIDE, {"n": 0})
+        assert stall.entered.wait(timeout=30)
+        rest = [pool.submit(writer.write, InboxKind.DECIDE, {"n": i}) for i in range(1, 21)]
+        while writer.waiting() < 20:  # all twenty queued behind the open transaction
+            threading.Event().wait(0.01)
+        stall.release.set()
+        assert first.result() and all(f.result() for f in rest)
+    writer.close()
+    assert stall.sizes == [1, 20], "the twenty queued clicks went in one transaction"
+    assert stored(db) == 21
+
+
+def test_an_item_given_up_on_before_it_was_taken_is_never_stored(db, monkeypatch):
+    stall = Stalled(monkeypatch)
+    writer = InboxWriter(db, wait=0.2)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(writer.write, InboxKind.DECIDE, {"n": 0})
+        assert stall.entered.wait(timeout=30)
+        assert writer.write(InboxKind.DECIDE, {"n": 1}) is False, "answered busy"
+        stall.release.set()
+        assert first.result() is True
+    writer.close()
+    assert stored(db) == 1, "the withdrawn click was not stored behind the user's back"
+
+
+def test_a_failed_transaction_fails_each_of_its_items(db, monkeypatch):
+    def broken(repo: InboxRepository, items: list) -> list[int]:  # type: ignore[type-arg]
+        raise RuntimeError("the database is unreachable")
+
+    monkeypatch.setattr(InboxRepository, "add_many", broken)
+    writer = InboxWriter(db)
+    assert writer.write(InboxKind.DECIDE, {"n": 0}) is False
+    writer.close()
+    assert stored(db) == 0
