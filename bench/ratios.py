@@ -155,12 +155,13 @@ def _floors(
 
 @contextmanager
 def _worker_process(env: dict[str, str], *, separate: bool) -> Iterator[None]:
-    """``separate``: the decision work runs in an ``approval-bot worker`` process of its own,
-    and ``serve`` only verifies, stores and acks (its INBOX_WORKERS is off)."""
+    """``separate``: the decision work runs in an ``approval-bot worker`` process of its own
+    (niced), and ``serve`` only verifies, stores and acks (its INBOX_WORKERS is off)."""
     if not separate:
         yield
         return
-    worker = subprocess.Popen([sys.executable, "-m", "bot", "worker"], env=env)
+    # At a lower CPU priority, as an operator would run it: on a busy machine acks come first.
+    worker = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "bot", "worker"], env=env)
     try:
         yield
     finally:
