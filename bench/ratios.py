@@ -226,8 +226,11 @@ def listing_figure(blocks: Sequence[str]) -> tuple[float, str]:
         if not lines:
             continue
         header = [c.strip() for c in lines[0].strip("|").split("|")]
-        for line in lines[2:]:
-            cells = [c.strip() for c in line.strip("|").split("|")]
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+        for cells in rows:  # a row of its own for the p95 comes first
+            if "pending" in cells[0].lower() and "p95" in cells[0].lower():
+                return float(cells[1]), "p95"
+        for cells in rows:
             if "pending" not in cells[0].lower():
                 continue
             p95 = [i for i, h in enumerate(header) if "p95" in h.lower()]

@@ -50,3 +50,13 @@ def test_pending_list_reads_p95_when_store_bench_has_it_else_its_median() -> Non
     )
     assert ratios.listing_figure([median_only]) == (63.8, "median")
     assert ratios.listing_figure(["no table", with_p95]) == (18.25, "p95")
+
+
+def test_pending_list_reads_store_bench_s_own_p95_row() -> None:
+    """store_bench prints the p50 and the p95 as rows of their own: the p95 row is read."""
+    rows = (
+        "\nStore\n| operation | ms | notes |\n|---|---|---|\n"
+        "| list one reviewer's pending approvals (50 shown), p50 | 11.0 | x |\n"
+        "| list one reviewer's pending approvals, p95 | 17.5 | x |\n"
+    )
+    assert ratios.listing_figure([rows]) == (17.5, "p95")
