@@ -1,5 +1,5 @@
 """Audit rows for attempts that never became a decision: a refused "Approve all" as a whole,
-or a click, submission or command refused because the bot was too busy."""
+or a click, submission or command dropped (the bot was too busy, or its work kept failing)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ class AttemptLog:
         what: str,
         action_id: str | None = None,
         request_id: str | None = None,
+        reason: str = "busy",
     ) -> None:
         """Its user was told to try again. The action or request it named is kept when it
         exists."""
@@ -58,6 +59,6 @@ class AttemptLog:
                 run_id=request.run_id if request else None,
                 request_id=request.id if request else None,
                 action_id=action.id if action else None,
-                reason="busy",
+                reason=reason,
                 detail={"dropped": what},
             )

@@ -129,6 +129,11 @@ class DecisionRecorder:
             attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
             return self._refusal(action.request, action, attempt, members=members, final=False)
 
+    def recorded_by(self, request_id: str, attempt_key: str) -> dict[str, str]:
+        """Action id -> version, of the decisions one attempt recorded (e.g. before a crash)."""
+        with self.db.transaction() as s:
+            return DecisionRepository(s).of_attempt(request_id, attempt_key)
+
     def record(self, *, action_id: str, attempt: Attempt) -> DecisionResult:
         """Authorize and record one decision; claim the request if it was the last needed."""
         members = self._memberships(action_id, actor=attempt.actor)

@@ -172,6 +172,10 @@ class ApprovalEngine:
         """The approvals waiting on this reviewer."""
         return self.pending.for_reviewer(actor, limit=limit)
 
+    def recorded_by(self, request_id: str, attempt_key: str) -> dict[str, str]:
+        """What one attempt already decided: action id -> the version it decided on."""
+        return self.decisions.recorded_by(request_id, attempt_key)
+
     def edit_form(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         return self.edits.form(action_id)
 
@@ -207,8 +211,11 @@ class ApprovalEngine:
         what: str,
         action_id: str | None = None,
         request_id: str | None = None,
+        reason: str = "busy",
     ) -> None:
-        self.attempts.dropped(actor=actor, what=what, action_id=action_id, request_id=request_id)
+        self.attempts.dropped(
+            actor=actor, what=what, action_id=action_id, request_id=request_id, reason=reason
+        )
 
     def decide(
         self,

@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     db_commands.add_parser(
         "upgrade", help="create or migrate the store and the checkpointer tables"
     )
-    prune = db_commands.add_parser("prune", help="delete finished runs' checkpoints")
+    prune = db_commands.add_parser(
+        "prune", help="delete finished runs' checkpoints and worked-on stored clicks"
+    )
     prune.add_argument("--older-than", default="30d", help="e.g. 30d, 12h (default 30d)")
     audit = commands.add_parser("audit", help="audit log commands")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
@@ -124,7 +126,7 @@ def _db_upgrade() -> int:
 def _db_prune(older_than: str) -> int:
     from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
     from agent_runtime.policy import parse_duration
-    from agent_runtime.retention import prune_checkpoints
+    from agent_runtime.retention import prune_checkpoints, prune_inbox
 
     try:
         span = parse_duration(older_than)
@@ -134,9 +136,11 @@ def _db_prune(older_than: str) -> int:
     db = _database(settings)
     checkpointer = open_checkpointer(settings.database_url, key=settings.encryption_key())
     count = prune_checkpoints(db, checkpointer, older_than=span)  # type: ignore[arg-type]
+    items = prune_inbox(db, older_than=span)  # type: ignore[arg-type]
     close_checkpointer(checkpointer)
     db.dispose()
     print(f"deleted the checkpoints of {count} finished runs older than {older_than}")
+    print(f"deleted {items} stored clicks worked on before then")
     return 0
 
 

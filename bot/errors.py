@@ -53,6 +53,10 @@ AUDIT_UNWRITABLE = (
     "The audit log cannot be written, so this was not recorded. An operator must check it "
     "(approval-bot audit verify)."
 )
+GAVE_UP = (
+    "Your click could not be completed after several tries. Check the card: if it does not "
+    "show your decision, click again. The operators have the details."
+)
 UNEXPECTED = (
     "Something went wrong on our side; nothing was decided. The operators have the details."
 )

@@ -17,12 +17,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import psycopg
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
 from agent_runtime.faults import fault_point
-from bot.errors import user_message
+from bot.errors import GAVE_UP, UNEXPECTED, user_message
 from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
 from bot.services import BotServices
 from bot.work import Work
@@ -35,6 +37,8 @@ SQLITE_POLL = 0.2
 POSTGRES_POLL = 2.0
 """Seconds between looks on PostgreSQL without a NOTIFY: finds items whose lease ran out."""
 MAX_ATTEMPTS = 5
+RETRY_AFTER = dt.timedelta(seconds=5)
+"""How long a failed item waits before it is tried again."""
 """Claims of one item before it is given up (each one a worker that died working on it)."""
 
 
@@ -146,24 +150,49 @@ class InboxWorkers:
         if claimed is None:
             return False
         fault_point("after_ack")
-        if claimed.attempts > MAX_ATTEMPTS:
-            self._finish(claimed.id, InboxStatus.FAILED, f"gave up after {MAX_ATTEMPTS} claims")
+        try:
+            work = Work.model_validate(claimed.payload)
+        except ValidationError as exc:
+            # Nobody to tell: the payload does not say who. Kept, failed, for the operators.
+            logger.error("inbox item %s is unreadable, not worked on: %s", claimed.id, exc)
+            self.services.metrics.inc("inbox_unreadable")
+            self._finish(claimed.id, InboxStatus.FAILED, f"unreadable: {exc}"[:2000])
             return True
-        self._work(claimed)
+        if claimed.attempts > MAX_ATTEMPTS:
+            self._give_up(claimed.id, work, f"gave up after {MAX_ATTEMPTS} claims")
+            return True
+        self._work(claimed, work)
         self._wake()  # settle() waits on this
         return True
 
-    def _work(self, claimed: _Claimed) -> None:
-        work = Work.model_validate(claimed.payload)
+    def _work(self, claimed: _Claimed, work: Work) -> None:
+        """An unexpected failure is tried again a little later (a redo decides nothing twice);
+        after ``MAX_ATTEMPTS``, or at once for a known cause, the user is told and the drop is
+        audited."""
         try:
             with self._leased(claimed.id):
                 process(self.services, claimed.kind, work, key=attempt_key(claimed.id))
         except Exception as exc:
             logger.exception("%s by %s failed", work.what, work.actor.user_id)
-            self._finish(claimed.id, InboxStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000])
-            self.services.tell(work.drop(), user_message(exc))
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+            told = user_message(exc)
+            if told != UNEXPECTED:  # a known cause, which trying again does not change
+                self._give_up(claimed.id, work, error, told=told)
+                return
+            if claimed.attempts >= MAX_ATTEMPTS:
+                self._give_up(claimed.id, work, error)
+                return
+            with self.db.transaction() as s:
+                InboxRepository(s).retry_later(
+                    claimed.id, owner=self.owner, at=utcnow() + RETRY_AFTER, error=error
+                )
             return
         self._finish(claimed.id, InboxStatus.DONE, None)
+
+    def _give_up(self, item_id: int, work: Work, error: str, *, told: str = GAVE_UP) -> None:
+        self._finish(item_id, InboxStatus.FAILED, error)
+        self.services.metrics.inc("inbox_given_up")
+        self.services.dropped(replace(work.drop(), notice=told, reason="failed"), tell=True)
 
     def _finish(self, item_id: int, status: InboxStatus, error: str | None) -> None:
         with self.db.transaction() as s:

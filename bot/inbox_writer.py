@@ -3,8 +3,11 @@
 Under a burst every listener thread would otherwise open its own short transaction and wait for
 a connection, a commit and a NOTIFY of its own. One writer thread takes what is queued, stores
 it in one transaction and wakes each waiting listener; a listener acks only once its item is
-committed. A listener that gives up waiting before its item was taken withdraws it, so an item
-is either stored (and acked) or answered as busy, never both."""
+committed. A listener that gives up waiting before its item was taken withdraws it, so such an
+item is answered as busy and never stored. Once taken, the transaction's outcome is the answer,
+however late (past Slack's 3 seconds the reviewer sees a timeout, and the click is decided); only
+a commit still under way after ``COMMIT_SECONDS`` (a database in trouble) is answered as busy
+although it may yet be stored, which is logged as an error."""
 
 from __future__ import annotations
 

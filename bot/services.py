@@ -58,6 +58,8 @@ class Drop:
     reply: Callable[[str], Any] | None = None
     """Tells the user (e.g. a slash command's ``respond``); else an ephemeral in ``channel``."""
     notice: str = BUSY_CLICK
+    reason: str = "busy"
+    """Why it was dropped, for the audit row."""
 
 
 NOTICE_WORKERS = 2
@@ -153,6 +155,7 @@ class BotServices:
                 what=drop.what,
                 action_id=drop.action_id,
                 request_id=drop.request_id,
+                reason=drop.reason,
             )
         except Exception:
             logger.exception("could not audit a dropped %s by %s", drop.what, drop.actor.user_id)

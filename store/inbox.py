@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, text, update
+from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -21,11 +21,13 @@ INBOX_CHANNEL = "approval_inbox"
 """The PostgreSQL NOTIFY channel workers LISTEN on."""
 
 
-def _claimable(now: dt.datetime) -> ColumnElement[bool]:
-    return or_(
-        InboxItem.status == InboxStatus.QUEUED,
-        and_(InboxItem.status == InboxStatus.CLAIMED, InboxItem.lease_until <= now),
-    )
+def _queued() -> ColumnElement[bool]:
+    return InboxItem.status == InboxStatus.QUEUED
+
+
+def _lapsed(now: dt.datetime) -> ColumnElement[bool]:
+    """Claimed by a worker that died (or handed back to be tried again later)."""
+    return and_(InboxItem.status == InboxStatus.CLAIMED, InboxItem.lease_until <= now)
 
 
 class InboxRepository:
@@ -67,41 +69,45 @@ class InboxRepository:
     def claim_next(
         self, *, owner: str, lease: dt.timedelta, now: dt.datetime | None = None
     ) -> InboxItem | None:
-        """The oldest queued item, or one whose lease ran out; None if there is none."""
+        """The oldest queued item, else the oldest whose lease ran out; None if there is none.
+        Each look is one status at a time, so it is read from the (status, id) index, not by
+        scanning every item ever stored."""
         now = now or utcnow()
+        for wanted in (_queued(), _lapsed(now)):
+            item = self._take(wanted)
+            if item is not None:
+                item.status = InboxStatus.CLAIMED
+                item.claimed_by = owner
+                item.lease_until = now + lease
+                item.attempts += 1
+                self.session.flush()
+                return item
+        return None
+
+    def _take(self, wanted: ColumnElement[bool]) -> InboxItem | None:
         if self._postgres:
             stmt = (
                 select(InboxItem)
-                .where(_claimable(now))
+                .where(wanted)
                 .order_by(InboxItem.id)
                 .limit(1)
                 .with_for_update(skip_locked=True)
             )
-            item = self.session.scalars(stmt).one_or_none()
-            if item is None:
-                return None
-        else:
-            found = self.session.scalar(
-                select(InboxItem.id).where(_claimable(now)).order_by(InboxItem.id).limit(1)
-            )
-            if found is None:
-                return None
-            won = self.session.execute(
-                update(InboxItem)
-                .where(InboxItem.id == found, _claimable(now))
-                .values(status=InboxStatus.CLAIMED)
-                .execution_options(synchronize_session=False)
-            )
-            if not affected(won):
-                return None
-            item = self.session.get(InboxItem, found, populate_existing=True)
-            assert item is not None
-        item.status = InboxStatus.CLAIMED
-        item.claimed_by = owner
-        item.lease_until = now + lease
-        item.attempts += 1
-        self.session.flush()
-        return item
+            return self.session.scalars(stmt).one_or_none()
+        found = self.session.scalar(
+            select(InboxItem.id).where(wanted).order_by(InboxItem.id).limit(1)
+        )
+        if found is None:
+            return None
+        won = self.session.execute(
+            update(InboxItem)
+            .where(InboxItem.id == found, wanted)
+            .values(status=InboxStatus.CLAIMED)
+            .execution_options(synchronize_session=False)
+        )
+        if not affected(won):
+            return None
+        return self.session.get(InboxItem, found, populate_existing=True)
 
     def renew(self, item_id: int, *, owner: str, until: dt.datetime) -> bool:
         """Extend a lease this owner still holds; False if it lost it."""
@@ -116,6 +122,34 @@ class InboxRepository:
             .execution_options(synchronize_session=False)
         )
         return affected(result) > 0
+
+    def retry_later(self, item_id: int, *, owner: str, at: dt.datetime, error: str) -> bool:
+        """Give the item back, to be claimed again from ``at`` (by any worker); False if
+        this owner no longer holds it."""
+        result = self.session.execute(
+            update(InboxItem)
+            .where(
+                InboxItem.id == item_id,
+                InboxItem.status == InboxStatus.CLAIMED,
+                InboxItem.claimed_by == owner,
+            )
+            .values(claimed_by=None, lease_until=at, last_error=error)
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result) > 0
+
+    def prune(self, *, finished_before: dt.datetime) -> int:
+        """Delete items done or failed before then: the decisions and the audit log keep
+        what they led to."""
+        result = self.session.execute(
+            delete(InboxItem)
+            .where(
+                InboxItem.status.in_((InboxStatus.DONE, InboxStatus.FAILED)),
+                InboxItem.finished_at < finished_before,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result)
 
     def finish(
         self, item_id: int, *, owner: str, status: InboxStatus, error: str | None = None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from agent_runtime.retention import prune_checkpoints
-from store.models import Decision, Run
+from agent_runtime.retention import prune_checkpoints, prune_inbox
+from store.inbox import InboxRepository
+from store.models import Decision, InboxItem, InboxKind, InboxStatus, Run, utcnow
 from store.repositories import AuditRepository
 from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 
@@ -32,3 +33,20 @@ def test_prune_removes_finished_checkpoints_only_and_keeps_the_record(tmp_path, 
         kinds = [e.kind for e in AuditRepository(s).iter_all()]
     assert report.consistent  # the unkeyed test store: links and head hold
     assert "decision_recorded" in kinds and kinds[-1] == "checkpoints_pruned"
+
+
+def test_prune_removes_worked_on_stored_clicks_only(tmp_path):
+    env = make_env(tmp_path)
+    with env.db.transaction() as s:
+        inbox = InboxRepository(s)
+        done, failed, waiting = (inbox.add(InboxKind.APPROVE, {"n": i}).id for i in range(3))
+        for item_id, status in ((done, InboxStatus.DONE), (failed, InboxStatus.FAILED)):
+            s.execute(
+                update(InboxItem)
+                .where(InboxItem.id == item_id)
+                .values(status=status, finished_at=utcnow() - dt.timedelta(days=2))
+            )
+    assert prune_inbox(env.db, older_than=dt.timedelta(days=3)) == 0
+    assert prune_inbox(env.db, older_than=dt.timedelta(days=1)) == 2
+    with env.db.transaction() as s:
+        assert s.scalars(select(InboxItem.id)).all() == [waiting], "a queued click stays"

@@ -7,6 +7,7 @@ decision work reaches the user."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Iterator
@@ -15,14 +16,15 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
+from bot import inbox as inbox_module
 from bot.app import LISTENER_THREADS
-from bot.errors import AUDIT_UNWRITABLE, BUSY, BUSY_CLICK, BUSY_SUBMISSION, UNEXPECTED
+from bot.errors import AUDIT_UNWRITABLE, BUSY, BUSY_CLICK, BUSY_SUBMISSION, GAVE_UP
 from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from store.audit_chain import AuditChainError
 from store.inbox import InboxRepository
-from store.models import AuditEvent, Decision, InboxItem, InboxStatus
+from store.models import AuditEvent, Decision, InboxItem, InboxKind, InboxStatus
 from tests.bot.flows import SEND, button, open_modal, result_message, start_run
 from tests.conftest import Harness
 
@@ -303,12 +305,14 @@ def test_a_dropped_slash_command_without_a_response_url_is_told_in_its_channel(b
     ("error", "expected"),
     [
         (AuditChainError("the audit chain does not verify"), AUDIT_UNWRITABLE),
-        (RuntimeError("something nobody planned for"), UNEXPECTED),
+        (RuntimeError("something nobody planned for"), GAVE_UP),
     ],
 )
 def test_an_error_in_a_decision_reaches_the_reviewer(
     serve_bot, sqlite_url, monkeypatch, error, expected
 ):
+    """A known cause is told at once; an unexpected one after the last of its tries."""
+    monkeypatch.setattr(inbox_module, "RETRY_AFTER", dt.timedelta(0))
     h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
 
@@ -323,3 +327,42 @@ def test_an_error_in_a_decision_reaches_the_reviewer(
     told = h.state.wait_for(lambda: h.state.ephemerals_for(people.RELEASE_MANAGER))
     assert [(e.channel, e.text) for e in told] == [(card.channel, expected)]
     assert decisions(h) == 0
+    [dropped] = drops(h)  # audited before the user is told
+    assert dropped.reason == "failed"
+
+
+def test_a_passing_error_is_tried_again_and_decided_without_troubling_the_reviewer(
+    serve_bot, sqlite_url, monkeypatch
+):
+    monkeypatch.setattr(inbox_module, "RETRY_AFTER", dt.timedelta(0))
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+    engine = h.bot.services.engine
+    decide, failures = engine.decide, []
+
+    def once_broken(**kwargs: object) -> object:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("the database blinked")
+        return decide(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "decide", once_broken)
+    reply = h.driver.click(
+        user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
+    )
+    assert reply.status == 200
+    assert h.bot.settle(timeout=TIMEOUT)
+    assert failures == [1] and decisions(h) == 1
+    assert h.state.ephemerals_for(people.RELEASE_MANAGER) == []
+    with h.bot.db.transaction() as s:
+        assert s.scalars(select(InboxItem.status)).all() == [InboxStatus.DONE]
+
+
+def test_an_unreadable_stored_item_is_failed_once_not_worked_on_again(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    assert h.bot.services.store(InboxKind.APPROVE, {"who": "U1", "what": "approve"})
+    assert h.bot.settle(timeout=TIMEOUT)
+    with h.bot.db.transaction() as s:
+        item = s.scalars(select(InboxItem)).one()
+        assert (item.status, item.attempts) == (InboxStatus.FAILED, 1)
+        assert (item.last_error or "").startswith("unreadable")

@@ -21,7 +21,6 @@ from bot.listeners.payloads import Click, payload_of
 from bot.services import BotServices, services_of
 from bot.work import CardRef, OpenView, Work
 from store.models import InboxKind
-from store.repositories import DecisionRepository
 
 
 def _click_work(click: Click, **fields: Any) -> Work:
@@ -175,8 +174,7 @@ def _recorded_by(services: BotServices, request_id: str, attempt_key: str | None
     """Action id -> version, of the decisions this attempt recorded before a crash."""
     if attempt_key is None:
         return {}
-    with services.engine.db.transaction() as s:
-        return DecisionRepository(s).of_attempt(request_id, attempt_key)
+    return services.engine.recorded_by(request_id, attempt_key)
 
 
 def _digest(
