@@ -35,6 +35,7 @@ from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.slack_notifier import SlackNotifier
 from store.db import Database
+from store.inbox import InboxRepository
 from store.migrate import prepare
 from store.models import utcnow
 
@@ -53,6 +54,16 @@ class Bot:
     engine: ApprovalEngine
     maintenance: Maintenance
     inbox: InboxWorkers
+
+    def inbox_depth(self) -> dict[str, float]:
+        """The decision inbox's gauges (empty if the store cannot be read: /metrics still
+        answers, and /healthz reports the store)."""
+        try:
+            with self.db.transaction() as s:
+                return InboxRepository(s).depth()
+        except Exception:
+            logger.exception("could not read the inbox's depth")
+            return {}
 
     def start_background(self) -> None:
         """Finish what a dead process left, then keep sweeping and reconciling."""

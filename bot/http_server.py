@@ -40,7 +40,11 @@ class Frontend:
         if path == "/healthz" and method == "GET":
             return self._health(start_response)
         if path == "/metrics" and method == "GET":
-            gauges = {"worker_tasks_in_flight": float(self.bot.services.executor.in_flight)}
+            gauges = {
+                "worker_tasks_in_flight": float(self.bot.services.executor.in_flight),
+                "inbox_writer_waiting": float(self.bot.services.writer.waiting()),
+                **self.bot.inbox_depth(),
+            }
             body = self.bot.services.metrics.render(gauges)
             return _reply(start_response, "200 OK", body, "text/plain; version=0.0.4")
         return _reply(start_response, "404 Not Found", "not found\n")

@@ -167,6 +167,25 @@ class InboxRepository:
         )
         return affected(result) > 0
 
+    def depth(self, now: dt.datetime | None = None) -> dict[str, float]:
+        """For monitoring: items waiting, being worked on and failed, and the age in seconds
+        of the oldest waiting one (0 if none)."""
+        counts = dict(
+            self.session.execute(
+                select(InboxItem.status, func.count()).group_by(InboxItem.status)
+            ).all()
+        )
+        oldest = self.session.scalar(
+            select(func.min(InboxItem.created_at)).where(InboxItem.status == InboxStatus.QUEUED)
+        )
+        age = ((now or utcnow()) - oldest).total_seconds() if oldest is not None else 0.0
+        return {
+            "inbox_queued": float(counts.get(InboxStatus.QUEUED, 0)),
+            "inbox_claimed": float(counts.get(InboxStatus.CLAIMED, 0)),
+            "inbox_failed": float(counts.get(InboxStatus.FAILED, 0)),
+            "inbox_oldest_queued_seconds": max(age, 0.0),
+        }
+
     def unfinished(self) -> int:
         """Items queued or claimed (used to wait for an idle inbox)."""
         stmt = select(func.count()).where(
