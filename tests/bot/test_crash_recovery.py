@@ -66,7 +66,12 @@ def test_a_crash_at_any_point_is_finished_by_the_next_process(point, pg_url, tmp
     crashing = BotProcess(bot_env(sandbox, pg_url, workspace, APPROVAL_BOT_FAULT=point), sandbox)
     try:
         root, card = start_and_find_card(crashing, state)
-        approve(crashing, card)
+        try:
+            approve(crashing, card)
+        except OSError:
+            # The click is stored before its ack, and a worker may claim it and die before
+            # the ack leaves (Slack would show a timeout): the click must be decided anyway.
+            assert point == "after_ack", f"the click was not acked before {point}"
         assert crashing.proc.wait(timeout=WAIT) == -9, f"the bot should have died at {point}"
     finally:
         if crashing.proc.poll() is None:

@@ -142,6 +142,9 @@ def test_a_policy_change_invalidates_pending_approvals(serve_bot, sqlite_url, tm
     newer.write_text(BUNDLED_POLICY.read_text().replace('version: "', 'version: "next-', 1))
     # The operator rolled out a new policy: a replica started with it, on the same store.
     new = serve_bot(sqlite_url, policy_file=newer, sandbox=old.sandbox)
+    # The old replica is draining: its inbox workers claim no more stored clicks. (While both
+    # work, a stored click is decided under the policy of whichever replica claims it.)
+    old.bot.inbox.stop(timeout=30)
 
     new.driver.click(user=people.SECURITY, message=card, button=button(card, "Approve"))
     assert ephemeral_for(new, people.SECURITY) == REFUSALS[Refusal.POLICY_CHANGED]
