@@ -266,6 +266,9 @@ def _worker() -> int:
     return 0
 
 
+SIGNAL_POLL_SECONDS = 0.5
+
+
 def _wait_for_signal(stop: threading.Event) -> None:
     def handle(signum: int, _frame: object) -> None:
         if stop.is_set():
@@ -276,4 +279,7 @@ def _wait_for_signal(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    stop.wait()
+    # Python runs signal handlers on the main thread, between bytecodes. The kernel may deliver
+    # the signal to any thread; a main thread blocked on the event for good would never run it.
+    while not stop.wait(timeout=SIGNAL_POLL_SECONDS):
+        pass

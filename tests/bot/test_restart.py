@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import platform
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +77,22 @@ def test_sigterm_finishes_the_resume_in_flight_before_exiting(pg_url, sandbox, t
     assert any(t.startswith("Run finished") for t in thread), "the run was finished before exit"
     effects = Workspace(tmp_path / "workspace").effects()
     assert [e["tool"] for e in effects] == ["send_external_message"]
+
+
+SYS_TGKILL = 234  # x86_64
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="tgkill's number is x86_64's")
+def test_sigterm_delivered_to_any_thread_stops_the_bot(sqlite_url, sandbox, tmp_path: Path):
+    """The kernel may hand a process's SIGTERM to any of its threads; the bot must still
+    drain and exit (a main thread blocked forever on an event never runs the handler)."""
+    bot = BotProcess(bot_env(sandbox, sqlite_url, tmp_path / "workspace"), sandbox)
+    pid = bot.proc.pid
+    other = next(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(SYS_TGKILL, pid, other, signal.SIGTERM) == 0, ctypes.get_errno()
+    try:
+        assert bot.proc.wait(timeout=30) == 0
+    finally:
+        if bot.proc.poll() is None:
+            bot.kill()
