@@ -25,6 +25,15 @@ def _queued() -> ColumnElement[bool]:
     return InboxItem.status == InboxStatus.QUEUED
 
 
+def _held(item_id: int, owner: str) -> ColumnElement[bool]:
+    """The item is still claimed by this owner: only it may renew, hand back or finish it."""
+    return and_(
+        InboxItem.id == item_id,
+        InboxItem.status == InboxStatus.CLAIMED,
+        InboxItem.claimed_by == owner,
+    )
+
+
 def _lapsed(now: dt.datetime) -> ColumnElement[bool]:
     """Claimed by a worker that died (or handed back to be tried again later)."""
     return and_(InboxItem.status == InboxStatus.CLAIMED, InboxItem.lease_until <= now)
@@ -114,9 +123,7 @@ class InboxRepository:
         result = self.session.execute(
             update(InboxItem)
             .where(
-                InboxItem.id == item_id,
-                InboxItem.status == InboxStatus.CLAIMED,
-                InboxItem.claimed_by == owner,
+                _held(item_id, owner),
             )
             .values(lease_until=until)
             .execution_options(synchronize_session=False)
@@ -129,9 +136,7 @@ class InboxRepository:
         result = self.session.execute(
             update(InboxItem)
             .where(
-                InboxItem.id == item_id,
-                InboxItem.status == InboxStatus.CLAIMED,
-                InboxItem.claimed_by == owner,
+                _held(item_id, owner),
             )
             .values(claimed_by=None, lease_until=at, last_error=error)
             .execution_options(synchronize_session=False)
@@ -158,9 +163,7 @@ class InboxRepository:
         result = self.session.execute(
             update(InboxItem)
             .where(
-                InboxItem.id == item_id,
-                InboxItem.status == InboxStatus.CLAIMED,
-                InboxItem.claimed_by == owner,
+                _held(item_id, owner),
             )
             .values(status=status, finished_at=utcnow(), lease_until=None, last_error=error)
             .execution_options(synchronize_session=False)
