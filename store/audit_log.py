@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import event as orm_event
 from sqlalchemy import select, text
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 AUDIT_LOCK_KEY = 0x4A55_4449_545F_4C4F  # the first of the chains' locks, one per shard
 _SHARD_INFO = "audit_shard"  # ``Session.info``: the transaction and the chain it appends to
+_HEAD_INFO = "audit_head"  # ``Session.info``: the transaction and the chain head it holds
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,21 @@ class AuditRepository:
 
         New events link to the head, not to the newest row: if rows were removed behind the
         bot's back, the next event's link shows it for good."""
+        transaction = self.session.get_transaction()
+        held = self.session.info.get(_HEAD_INFO)
+        if held is not None and held[0] is transaction and held[1].id == shard:
+            # This transaction already holds the chain's turn and is its only writer: the head
+            # it read and extended is current (a savepoint rolled back expires it, so it reloads).
+            return cast(AuditHead, held[1])
         self._take_turn(shard)
         head = self.head(shard)
         problem = head_problem(head, self.key)
         if problem is not None or head is None:
             raise AuditChainError(f"audit log: {in_shard(shard, str(problem))}")
         self._check_not_rolled_back(head)
+        if not self.session.in_nested_transaction():
+            # A turn taken inside a savepoint ends with it if it rolls back: not kept.
+            self.session.info[_HEAD_INFO] = (transaction, head)
         return head
 
     def _check_not_rolled_back(self, head: AuditHead) -> None:

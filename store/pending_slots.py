@@ -1,15 +1,17 @@
 """Open review slots: one row per (open action, approver role) of a pending request.
 
 "What waits on me" reads this small table instead of scanning every action's JSON roles.
-The rows follow the requests and actions on every flush (:func:`_follow_flush`), whoever
-changed them, so no caller can forget to keep them; the store's bulk UPDATEs that move a
-request out of ``pending`` call :func:`close_request` themselves.
+The rows follow the requests and actions a transaction changed when it commits
+(:func:`_follow_flush`, :func:`_write_slots`), whoever changed them, so no caller can forget
+to keep them; the store's bulk UPDATEs that move a request out of ``pending`` call
+:func:`close_request` themselves.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
 
 from sqlalchemy import (
     Connection,
@@ -33,6 +35,7 @@ from store.statuses import RequestStatus
 # Attributes that decide whether, and how, an action is listed.
 _REQUEST_FIELDS = ("status", "expires_at", "requester_id")
 _ACTION_FIELDS = ("outcome", "approver_roles")
+_TOUCHED_INFO = "pending_slots_touched"  # ``Session.info``: ids to rewrite at commit
 APPROVING = ("approve", "edit")
 """Decision types that count as an approval (a reviewer who gave one is not asked again)."""
 
@@ -56,7 +59,8 @@ def _changed(obj: object, fields: Iterable[str]) -> bool:
 
 @event.listens_for(Session, "after_flush")
 def _follow_flush(session: Session, flush_context: UOWTransaction) -> None:
-    """Refresh the slots of every request or action this flush added or changed."""
+    """Note every request or action this flush added or changed; their slots are rewritten
+    once, when the transaction commits (:func:`_write_slots`)."""
     requests: set[str] = set()
     actions: set[str] = set()
     for obj in session.new:
@@ -70,7 +74,37 @@ def _follow_flush(session: Session, flush_context: UOWTransaction) -> None:
         elif isinstance(obj, Action) and _changed(obj, _ACTION_FIELDS):
             actions.add(obj.id)
     if requests or actions:
-        _refresh(session.connection(), requests=requests, actions=actions)
+        touched = _touched(session)
+        touched.requests.update(requests)
+        touched.actions.update(actions)
+
+
+@dataclass
+class _Touched:
+    transaction: object
+    requests: set[str] = field(default_factory=set)
+    actions: set[str] = field(default_factory=set)
+
+
+def _touched(session: Session) -> _Touched:
+    """What this transaction touched so far (a rolled-back transaction's notes are dropped)."""
+    transaction = session.get_transaction()
+    held = session.info.get(_TOUCHED_INFO)
+    if not isinstance(held, _Touched) or held.transaction is not transaction:
+        held = session.info[_TOUCHED_INFO] = _Touched(transaction)
+    return held
+
+
+@event.listens_for(Session, "before_commit")
+def _write_slots(session: Session) -> None:
+    """Rewrite the slots of what the transaction touched, in it, once: a decision changes an
+    action and its request in several flushes, and each rewrite costs two statements."""
+    if session.in_nested_transaction():
+        return
+    session.flush()
+    held = session.info.pop(_TOUCHED_INFO, None)
+    if isinstance(held, _Touched) and held.transaction is session.get_transaction():
+        _refresh(session.connection(), requests=held.requests, actions=held.actions)
 
 
 def _refresh(conn: Connection, *, requests: Collection[str], actions: Collection[str]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Result
-from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.sql.elements import ColumnElement
 
 from store import pending_slots
@@ -68,21 +68,23 @@ class ApprovalRepository:
         return request
 
     def get(self, request_id: str, *, for_update: bool = False) -> ApprovalRequest | None:
-        """Load a request with its actions and decisions; ``for_update`` locks its row (and only
-        its row: eager-loading the run here would lock the run too, against the lock order)."""
+        """Load a request with its run, actions and decisions in one round trip; ``for_update``
+        locks the request's row and only it (``FOR UPDATE OF``: locking the run too would go
+        against the lock order)."""
         stmt = (
             select(ApprovalRequest)
             .where(ApprovalRequest.id == request_id)
-            .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
+            .options(
+                joinedload(ApprovalRequest.run),
+                joinedload(ApprovalRequest.actions).joinedload(Action.decisions),
+            )
         )
         if for_update:
             # What was read before the lock is stale once we hold it: overwrite it all.
             stmt = stmt.with_for_update(of=ApprovalRequest).execution_options(
                 populate_existing=True
             )
-        else:
-            stmt = stmt.options(selectinload(ApprovalRequest.run))
-        return self.session.scalars(stmt).one_or_none()
+        return self.session.scalars(stmt).unique().one_or_none()
 
     def run_id_of(self, request_id: str) -> str | None:
         return self.session.scalar(

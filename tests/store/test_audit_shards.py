@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import event, select, text, update
 from sqlalchemy.exc import OperationalError
 
 from store.audit_chain import AuditRollbackError, Expected
@@ -242,4 +242,45 @@ def test_expect_names_the_chain_that_lost_events(store_url: str) -> None:
         problem = AuditRepository(s).verify(expect=moved).problem or ""
     assert problem.startswith(f"shard {shard_y}: the chain has 2 events but had 3 when ")
     assert len(kept.counts) == AUDIT_SHARDS
+    db.dispose()
+
+
+def _statements(db: Database) -> list[str]:
+    """Every statement the store sends from now on (the list grows as they are sent)."""
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    return sent
+
+
+def test_a_transaction_takes_its_chains_turn_and_reads_its_head_once(pg_url: str) -> None:
+    """Several events in one transaction: one lock and one head read, and the events still
+    link up one after the other."""
+    db = open_store(pg_url)
+    (x,) = runs_in_distinct_shards(1)
+    sent = _statements(db)
+    with db.transaction() as s:
+        events = [AuditRepository(s).record(kind, run_id=x) for kind in ("a", "b", "c")]
+    assert sum("pg_advisory_xact_lock" in q for q in sent) == 1
+    assert sum("FROM audit_head" in q for q in sent) == 1
+    assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:2]]
+    report = check(db)
+    assert report.intact and report.checked == 3
+    db.dispose()
+
+
+def test_a_turn_taken_in_a_rolled_back_savepoint_is_taken_again(pg_url: str) -> None:
+    """A savepoint that rolls back ends the turn taken inside it: the next event of the
+    transaction takes it again and links to the head as it was before the savepoint."""
+    db = open_store(pg_url)
+    (x,) = runs_in_distinct_shards(1)
+    append_for(db, x, "before")
+    sent = _statements(db)
+    with db.transaction() as s:
+        with pytest.raises(RuntimeError), s.begin_nested():
+            AuditRepository(s).record("undone", run_id=x)
+            raise RuntimeError("the savepoint rolls back")
+        AuditRepository(s).record("kept", run_id=x)
+    assert sum("pg_advisory_xact_lock" in q for q in sent) == 2
+    report = check(db)
+    assert report.intact and report.checked == 2
     db.dispose()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from store import pending_slots
@@ -273,3 +273,29 @@ _ACTION_COLUMNS = (
     "operation_id",
     "exempt",
 )
+
+
+def test_a_transaction_rewrites_the_slots_it_touched_once_when_it_commits(
+    store_url: str,
+) -> None:
+    """A decision changes an action and its request in several flushes; the slots are
+    rewritten once, at commit, from what the transaction leaves."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    first, second = _request(db, [RM]), _request(db, [RM], minutes=30)
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    with db.transaction() as s:
+        action = s.get(Action, first.actions[0].id)
+        assert action is not None
+        action.outcome = "approved"
+        s.flush()
+        request = s.get(ApprovalRequest, second.id)
+        assert request is not None
+        request.expires_at = utcnow() + dt.timedelta(minutes=5)
+        s.flush()
+        assert not [q for q in sent if "pending_slots" in q]  # nothing rewritten yet
+    assert sum(q.startswith("DELETE FROM pending_slots") for q in sent) == 1
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == [second.id]
+    db.dispose()

@@ -1,0 +1,58 @@
+"""Loading a request: everything a decision reads in one round trip, and a lock on the
+request's row alone."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event, select, text
+from sqlalchemy.exc import OperationalError
+
+from store.db import Database
+from store.migrate import upgrade
+from store.models import Run
+from store.repositories import ApprovalRepository, DecisionRepository
+from tests.store.test_pending_slots import ALICE, RM, _request
+
+
+@pytest.mark.parametrize("for_update", [False, True])
+def test_a_request_comes_with_its_run_actions_and_decisions_in_one_statement(
+    store_url: str, for_update: bool
+) -> None:
+    db = Database(store_url)
+    upgrade(db.engine)
+    stored = _request(db, [RM], [RM])
+    with db.transaction() as s:
+        action = ApprovalRepository(s).get_action(stored.actions[0].id)
+        assert action is not None
+        DecisionRepository(s).add(
+            action, reviewer_id="U0REL1", team_id=None, type_="approve", message=None
+        )
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(stored.id, for_update=for_update)
+        assert request is not None
+        shown = (
+            request.run.requester_id,
+            [a.position for a in request.actions],
+            [len(a.decisions) for a in request.actions],
+        )
+    assert shown == (ALICE, [0, 1], [1, 0])
+    assert len([q for q in sent if q.lstrip().upper().startswith("SELECT")]) == 1
+    db.dispose()
+
+
+def test_locking_a_request_leaves_its_run_unlocked(pg_url: str) -> None:
+    """The lock order is request, then audit chain; a run's row is never locked with it."""
+    db = Database(pg_url)
+    upgrade(db.engine)
+    stored = _request(db, [RM])
+    with db.transaction() as holder:
+        assert ApprovalRepository(holder).get(stored.id, for_update=True) is not None
+        with db.transaction() as other:
+            other.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            run = select(Run).where(Run.id == stored.run_id).with_for_update(nowait=True)
+            assert other.scalars(run).one().id == stored.run_id
+            with pytest.raises(OperationalError, match="lock timeout"):
+                ApprovalRepository(other).get(stored.id, for_update=True)
+    db.dispose()
