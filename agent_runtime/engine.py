@@ -139,10 +139,14 @@ class ApprovalEngine:
         elif resumed.after is not None:
             self._carry_on(run_id, resumed.after)
 
-    def _resume(self, request_id: str, *, recovering: bool = False) -> None:
-        """Resume a request this process claimed, under its run's lock."""
-        with self.db.transaction() as s:
-            run_id = ApprovalRepository(s).run_id_of(request_id)
+    def _resume(
+        self, request_id: str, *, run_id: str | None = None, recovering: bool = False
+    ) -> None:
+        """Resume a request this process claimed, under its run's lock (``run_id``: its run,
+        when the caller knows it)."""
+        if run_id is None:
+            with self.db.transaction() as s:
+                run_id = ApprovalRepository(s).run_id_of(request_id)
         if run_id is not None:
             with self.locks.hold(run_id):
                 self._resume_locked(run_id, request_id, recovering=recovering)
@@ -261,7 +265,7 @@ class ApprovalEngine:
             fault_point("after_decision")
             self.announcer.show_card(result.approval)
             if result.completed:
-                self._resume(result.approval.id)
+                self._resume(result.approval.id, run_id=result.approval.run.id)
         return result
 
     # Background ---------------------------------------------------------------------------

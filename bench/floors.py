@@ -13,7 +13,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -55,9 +57,17 @@ class BareBoltProcess(BotProcess):
         )
 
 
-def plain_throughput(url: str, *, n: int, request: str, workers: int = WORKER_THREADS) -> float:
+def plain_throughput(
+    url: str,
+    *,
+    n: int,
+    request: str,
+    workers: int = WORKER_THREADS,
+    during: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> float:
     """Approvals completed per second: n interrupted threads of the benchmark graph, resumed
-    all at once from ``workers`` threads on one PostgresSaver pool of the bot's size."""
+    all at once from ``workers`` threads on one PostgresSaver pool of the bot's size.
+    ``during`` wraps the resumes alone (a CPU meter, say), while the pool is open."""
     saver = open_checkpointer(url, pool_size=DB_POOL_SIZE)
     graph = slow_graph.build_graph(saver)
     configs: list[Any] = [{"configurable": {"thread_id": f"floor-tp-{i}"}} for i in range(n)]
@@ -77,10 +87,11 @@ def plain_throughput(url: str, *, n: int, request: str, workers: int = WORKER_TH
                 return graph.invoke(Command(resume=APPROVE), config)
 
             futures = [pool.submit(resume, c) for c in configs]
-            start = time.perf_counter()
-            go.set()
-            results = [f.result() for f in futures]
-            elapsed = time.perf_counter() - start
+            with during():
+                start = time.perf_counter()
+                go.set()
+                results = [f.result() for f in futures]
+                elapsed = time.perf_counter() - start
     finally:
         close_checkpointer(saver)
     assert all(r["messages"][-1].content == "done" for r in results), "every resume completed"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import os
 import signal
 import statistics
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from bench import store_bench
 from bench.common import fresh_database, pct, table
+from bench.cpu import Pids, database_backends, durable_write_ms, metered
 from bench.floors import WORKER_THREADS, BareBoltProcess, plain_throughput
 from bench.http_bench import SLOW, click_all, integrity_check, plain_resumes, start_runs, wait_done
 from bot.sandbox import people
@@ -113,18 +115,35 @@ class Measured:
     floor_rate: float = 0.0
     floor_resumes: list[float] = dataclasses.field(default_factory=list)
     floor_rss_mib: float = 0.0
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per approval, by part
+    floor_cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per plain resume
+    bolt_cpu_ms: float = 0.0  # the bare Bolt app's CPU per click
+    write_cpu_ms: float = 0.0  # one durable row written and committed
 
 
-def _bot(bot: BotProcess, sandbox: SlackSandbox, scale: Scale) -> tuple[Measured, list[Message]]:
-    """n pending approvals clicked at once (their acks, approvals completed per second), then
-    single runs clicked one at a time, click to the run's result on the card."""
+def _parts(url: str, **processes: Pids) -> dict[str, Pids]:
+    """The benchmark's own process (client, Slack double or plain LangGraph), the database's
+    backends, and the named processes."""
+    return {
+        **processes,
+        "benchmark process": lambda: [os.getpid()],
+        "PostgreSQL backends": database_backends(url),
+    }
+
+
+def _bot(
+    bot: BotProcess, sandbox: SlackSandbox, scale: Scale, *, parts: dict[str, Pids]
+) -> tuple[Measured, list[Message]]:
+    """n pending approvals clicked at once (their acks, approvals completed per second, the CPU
+    they took), then single runs clicked one at a time, click to the run's result on the card."""
     n = scale.clicks
     _slash, cards = start_runs(bot, sandbox, n, f"change {{i}} {NO_TOOL}")
     same_clicks = _snapshot(cards)
-    start = time.perf_counter()
-    acks = click_all(bot, cards)
-    wait_done(sandbox, cards)
-    rate = n / (time.perf_counter() - start)
+    with metered(parts) as spent:
+        start = time.perf_counter()
+        acks = click_all(bot, cards)
+        wait_done(sandbox, cards)
+        rate = n / (time.perf_counter() - start)
     rss, peak = bot.rss_kib() / 1024, bot.rss_kib("VmHWM") / 1024
     to_result = []
     for _ in range(scale.resumes):
@@ -133,7 +152,8 @@ def _bot(bot: BotProcess, sandbox: SlackSandbox, scale: Scale) -> tuple[Measured
         click_all(bot, cards)
         wait_done(sandbox, cards)
         to_result.append(cards[0].edited_at[-1] - before)
-    return Measured(acks, rate, to_result, rss, peak), same_clicks
+    measured = Measured(acks, rate, to_result, rss, peak, cpu=spent.per(n))
+    return measured, same_clicks
 
 
 def _floors(
@@ -143,27 +163,35 @@ def _floors(
     floor = BareBoltProcess(env, sandbox)
     try:
         click_all(floor, clicks[:1])  # Bolt's first request sets itself up
-        measured.floor_acks = click_all(floor, clicks)
+        with metered({"bolt": lambda: [floor.proc.pid]}) as spent:
+            measured.floor_acks = click_all(floor, clicks)
+        measured.bolt_cpu_ms = spent.per(len(clicks))["bolt"]
         measured.floor_rss_mib = floor.rss_kib() / 1024
     finally:
         floor.stop()
     url, workdir = env["DATABASE_URL"], Path(env["WORKSPACE_DIR"])
-    measured.floor_rate = plain_throughput(url, n=len(clicks), request=f"plain {NO_TOOL}")
+    meter = metered(_parts(url))
+    measured.floor_rate = plain_throughput(
+        url, n=len(clicks), request=f"plain {NO_TOOL}", during=lambda: meter
+    )
+    measured.floor_cpu = meter.spent.per(len(clicks))
+    measured.write_cpu_ms = durable_write_ms(url)
     k = len(measured.to_result)
     measured.floor_resumes = plain_resumes(url, workdir / "plain", AGENT, TIMED, k)
 
 
 @contextmanager
-def _worker_process(env: dict[str, str], *, separate: bool) -> Iterator[None]:
+def _worker_process(env: dict[str, str], *, separate: bool) -> Iterator[list[int]]:
     """``separate``: the decision work runs in an ``approval-bot worker`` process of its own
-    (niced), and ``serve`` only verifies, stores and acks (its INBOX_WORKERS is off)."""
+    (niced), and ``serve`` only verifies, stores and acks (its INBOX_WORKERS is off). Yields
+    the worker's pid, if any."""
     if not separate:
-        yield
+        yield []
         return
     # At a lower CPU priority, as an operator would run it: on a busy machine acks come first.
     worker = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "bot", "worker"], env=env)
     try:
-        yield
+        yield [worker.pid]
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
@@ -179,8 +207,9 @@ def against_floors(
             env["INBOX_WORKERS"] = "false"
         bot = BotProcess(env, sandbox)
         try:
-            with _worker_process(env, separate=separate_worker):
-                measured, clicks = _bot(bot, sandbox, scale)
+            with _worker_process(env, separate=separate_worker) as worker:
+                parts = _parts(url, **{"approval-bot": lambda: [bot.proc.pid, *worker]})
+                measured, clicks = _bot(bot, sandbox, scale, parts=parts)
         finally:
             bot.stop()
         _floors(measured, env=env, sandbox=sandbox, clicks=clicks)
@@ -190,7 +219,33 @@ def against_floors(
         f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
         f"the bare Bolt app: {measured.floor_rss_mib:.0f} MiB",
         integrity.strip(),
+        cpu_table(measured),
     ]
+
+
+def cpu_table(m: Measured) -> str:
+    """CPU per approval by part, against a plain resume's; and what the cores allow at most."""
+    cores = os.cpu_count() or 1
+    parts = [p for p in m.cpu if p != "total"]
+    rows = [(p, f"{m.cpu[p]:.1f}", f"{m.floor_cpu.get(p, 0.0):.1f}") for p in parts]
+    rows.append(("total", f"{m.cpu['total']:.1f}", f"{m.floor_cpu['total']:.1f}"))
+    rows.append(
+        (
+            f"most approvals/s {cores} cores allow at that CPU",
+            f"{cores * 1000 / m.cpu['total']:.1f}",
+            f"{cores * 1000 / m.floor_cpu['total']:.1f}",
+        )
+    )
+    budget = m.floor_cpu["total"] * (1 / 0.9 - 1)
+    title = "CPU ms per approval while they were clicked at once (bot) or resumed (plain)"
+    return "\n".join(
+        [
+            table(title, ["part", "bot", "plain LangGraph"], rows),
+            f"CPU a bot may add to a plain resume and keep 0.9x its rate: {budget:.1f} ms; "
+            f"the bare Bolt app's CPU per click: {m.bolt_cpu_ms:.1f} ms; one small row "
+            f"written and committed (client and server): {m.write_cpu_ms:.2f} ms",
+        ]
+    )
 
 
 def _ratios(m: Measured, scale: Scale) -> list[Ratio]:

@@ -3,6 +3,7 @@ floor and their ratio, and the bot's memory."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -12,9 +13,12 @@ from bench import common, ratios
 FIGURES = ("ack p99 ms", "approvals/s", "click -> result ms", "pending list")
 
 
-def _rows(text: str) -> list[list[str]]:
-    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
-    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+def _rows(text: str, title: str = "The bot against its floor") -> list[list[str]]:
+    """The rows of the table under the line that starts with ``title`` (header left out)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title)) + 1
+    block = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in block[2:]]
 
 
 def test_quick_run_prints_the_four_ratios_with_numbers(
@@ -30,6 +34,14 @@ def test_quick_run_prints_the_four_ratios_with_numbers(
         assert float(ratio) == pytest.approx(float(bot) / float(floor), rel=0.1, abs=0.01)
         assert re.fullmatch(r"(<=|>=) [\d.]+x", goal) and met in ("yes", "no"), figure
     assert re.search(r"RSS of `approval-bot serve` after 5 approvals: \d+ MiB", text)
+    cpu = {row[0]: row[1:] for row in _rows(text, "CPU ms per approval")}
+    parts = ["approval-bot", "benchmark process", "PostgreSQL backends"]
+    assert list(cpu)[:4] == [*parts, "total"]
+    for column in (0, 1):
+        total = sum(float(cpu[p][column]) for p in parts)
+        assert float(cpu["total"][column]) == pytest.approx(total, abs=0.2)
+    assert float(cpu["total"][0]) > 0 and float(cpu["total"][1]) > 0
+    assert re.search(r"the bare Bolt app's CPU per click: [\d.]+ ms; one small row", text)
 
 
 def test_goals_point_the_right_way() -> None:
