@@ -208,11 +208,18 @@ class InboxWorkers:
             while not done.wait(self.lease.total_seconds() / 3):
                 try:
                     with self.db.transaction() as s:
-                        InboxRepository(s).renew(
+                        kept = InboxRepository(s).renew(
                             item_id, owner=self.owner, until=utcnow() + self.lease
                         )
                 except Exception:
                     logger.exception("could not renew the lease of inbox item %s", item_id)
+                    continue
+                if not kept:
+                    # Another worker took it over (this one was presumed dead): its redo of the
+                    # same attempt records nothing twice. Renewing cannot win it back.
+                    logger.warning("inbox item %s was taken over while being worked on", item_id)
+                    self.services.metrics.inc("inbox_lease_lost")
+                    return
 
         keeper = threading.Thread(target=renew, name=f"inbox-lease-{item_id}", daemon=True)
         keeper.start()

@@ -8,6 +8,7 @@ import datetime as dt
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from sqlalchemy import select, update
@@ -162,3 +163,33 @@ def test_approval_bot_worker_decides_what_a_serve_without_workers_stored(pg_url,
         server.stop()
         sandbox.stop()
     check_the_outcome(sandbox.state, root, card=card, pg_url=pg_url, ws=workspace)
+
+
+def test_a_worker_whose_item_was_taken_over_stops_renewing_and_says_so(
+    serve_bot, pg_url, monkeypatch
+):
+    """A worker presumed dead (its lease ran out) finds at its next renewal that another
+    took the item: it stops renewing, counts it, and the redo decides nothing twice."""
+    h = serve_bot(pg_url, inbox_workers=False)
+    _root, card = start_run(h, SEND)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    lost = threading.Event()
+    count = h.bot.services.metrics.inc
+
+    def counted(name: str, amount: int = 1) -> None:
+        count(name, amount)
+        if name == "inbox_lease_lost":
+            lost.set()
+
+    def taken_over_while_working(*_args: object, **_kwargs: object) -> None:
+        with h.bot.db.transaction() as s:
+            s.execute(update(InboxItem).values(claimed_by="another-worker"))
+        assert lost.wait(timeout=30), "the renewal never noticed"
+
+    monkeypatch.setattr(h.bot.services.metrics, "inc", counted)
+    monkeypatch.setattr("bot.inbox.process", taken_over_while_working)
+    slow = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(seconds=0.3))
+    assert slow.run_once()
+    assert h.bot.services.metrics.counts["inbox_lease_lost"] == 1
+    with h.bot.db.transaction() as s:
+        assert s.scalar(select(InboxItem.status)) == InboxStatus.CLAIMED  # not finished by it
