@@ -68,9 +68,19 @@ class ApprovalRepository:
         return request
 
     def get(self, request_id: str, *, for_update: bool = False) -> ApprovalRequest | None:
-        """Load a request with its run, actions and decisions in one round trip; ``for_update``
-        locks the request's row and only it (``FOR UPDATE OF``: locking the run too would go
-        against the lock order)."""
+        """Load a request with its run, actions and decisions in one round trip.
+
+        ``for_update`` first locks the request's row, alone (locking the run too would go
+        against the lock order), then loads the rest in a statement of its own: on PostgreSQL
+        a statement that waited for a row lock re-reads only the locked row, and rows it
+        joined would be as they were before the wait (a decision committed meanwhile
+        missing)."""
+        if for_update:
+            locked = (
+                select(ApprovalRequest.id).where(ApprovalRequest.id == request_id).with_for_update()
+            )
+            if self.session.scalar(locked) is None:
+                return None
         stmt = (
             select(ApprovalRequest)
             .where(ApprovalRequest.id == request_id)
@@ -81,9 +91,7 @@ class ApprovalRepository:
         )
         if for_update:
             # What was read before the lock is stale once we hold it: overwrite it all.
-            stmt = stmt.with_for_update(of=ApprovalRequest).execution_options(
-                populate_existing=True
-            )
+            stmt = stmt.execution_options(populate_existing=True)
         return self.session.scalars(stmt).unique().one_or_none()
 
     def run_id_of(self, request_id: str) -> str | None:

@@ -3,6 +3,8 @@ request's row alone."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import event, select, text
 from sqlalchemy.exc import OperationalError
@@ -11,11 +13,12 @@ from store.db import Database
 from store.migrate import upgrade
 from store.models import Run
 from store.repositories import ApprovalRepository, DecisionRepository
+from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
 from tests.store.test_pending_slots import ALICE, RM, _request
 
 
 @pytest.mark.parametrize("for_update", [False, True])
-def test_a_request_comes_with_its_run_actions_and_decisions_in_one_statement(
+def test_a_request_comes_with_its_run_actions_and_decisions_in_one_load(
     store_url: str, for_update: bool
 ) -> None:
     db = Database(store_url)
@@ -38,7 +41,8 @@ def test_a_request_comes_with_its_run_actions_and_decisions_in_one_statement(
             [len(a.decisions) for a in request.actions],
         )
     assert shown == (ALICE, [0, 1], [1, 0])
-    assert len([q for q in sent if q.lstrip().upper().startswith("SELECT")]) == 1
+    # Locking takes a statement of its own (see the next test for why).
+    assert len([q for q in sent if q.lstrip().upper().startswith("SELECT")]) == 1 + for_update
     db.dispose()
 
 
@@ -55,4 +59,37 @@ def test_locking_a_request_leaves_its_run_unlocked(pg_url: str) -> None:
             assert other.scalars(run).one().id == stored.run_id
             with pytest.raises(OperationalError, match="lock timeout"):
                 ApprovalRepository(other).get(stored.id, for_update=True)
+    db.dispose()
+
+
+def test_a_request_locked_after_a_wait_shows_what_was_committed_during_it(pg_url: str) -> None:
+    """The second of two deciders waits for the first's lock; once it holds it, it must see
+    the decision the first committed, or both would decide the same action."""
+    db = Database(pg_url)
+    upgrade(db.engine)
+    stored = _request(db, [RM])
+    seen: list[int] = []
+    failures: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            with db.transaction() as s:
+                request = ApprovalRepository(s).get(stored.id, for_update=True)
+                assert request is not None
+                seen.append(len(request.actions[0].decisions))
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    worker = threading.Thread(target=second)
+    with db.transaction() as first:
+        request = ApprovalRepository(first).get(stored.id, for_update=True)
+        assert request is not None and request.actions[0].decisions == []
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+        DecisionRepository(first).add(
+            request.actions[0], reviewer_id="U0REL1", team_id=None, type_="approve", message=None
+        )
+    worker.join(timeout=30)
+    assert not worker.is_alive() and not failures
+    assert seen == [1]
     db.dispose()
