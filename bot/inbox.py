@@ -79,6 +79,7 @@ class InboxWorkers:
         self.lease = lease
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
+        self._settled = threading.Condition()  # notified as each item is done (wait_idle)
         self._running: list[threading.Thread] = []
         self._poll = SQLITE_POLL if self.db.is_sqlite else POSTGRES_POLL
 
@@ -90,6 +91,7 @@ class InboxWorkers:
         if self._running:
             return
         self._stop.clear()
+        self.services.doorbell.reopen()
         for n in range(self.threads):
             self._spawn(self._work_loop, f"inbox-worker-{n}")
         if not self.db.is_sqlite:
@@ -103,15 +105,11 @@ class InboxWorkers:
     def stop(self, *, timeout: float = 30.0) -> None:
         """Claim nothing more; let items being worked on finish."""
         self._stop.set()
-        self._wake()
+        self.services.doorbell.close()
         deadline = time.monotonic() + timeout
         for thread in self._running:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._running.clear()
-
-    def _wake(self) -> None:
-        with self.services.wake:
-            self.services.wake.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
         """Until no item is queued or claimed (items stored before this call are done);
@@ -128,8 +126,8 @@ class InboxWorkers:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            with self.services.wake:
-                self.services.wake.wait(timeout=min(left, self._poll))
+            with self._settled:
+                self._settled.wait(timeout=min(left, self._poll))
 
     def _work_loop(self) -> None:
         while not self._stop.is_set():
@@ -139,8 +137,7 @@ class InboxWorkers:
                 logger.exception("inbox worker failed; it goes on")
                 worked = False
             if not worked and not self._stop.is_set():
-                with self.services.wake:
-                    self.services.wake.wait(timeout=self._poll)
+                self.services.doorbell.wait(timeout=self._poll)
 
     def run_once(self) -> bool:
         """Claim one item and work on it; ``False`` if there was none."""
@@ -151,19 +148,25 @@ class InboxWorkers:
             return False
         fault_point("after_ack")
         try:
+            self._handle(claimed)
+        finally:
+            with self._settled:
+                self._settled.notify_all()
+        return True
+
+    def _handle(self, claimed: _Claimed) -> None:
+        try:
             work = Work.model_validate(claimed.payload)
         except ValidationError as exc:
             # Nobody to tell: the payload does not say who. Kept, failed, for the operators.
             logger.error("inbox item %s is unreadable, not worked on: %s", claimed.id, exc)
             self.services.metrics.inc("inbox_unreadable")
             self._finish(claimed.id, InboxStatus.FAILED, f"unreadable: {exc}"[:2000])
-            return True
+            return
         if claimed.attempts > MAX_ATTEMPTS:
             self._give_up(claimed.id, work, f"gave up after {MAX_ATTEMPTS} claims")
-            return True
+            return
         self._work(claimed, work)
-        self._wake()  # settle() waits on this
-        return True
 
     def _work(self, claimed: _Claimed, work: Work) -> None:
         """An unexpected failure is tried again a little later (a redo decides nothing twice);
@@ -230,17 +233,17 @@ class InboxWorkers:
             keeper.join(timeout=5)
 
     def _listen_loop(self) -> None:
-        """LISTEN on its own connection; each NOTIFY wakes the workers. Reconnects on error."""
+        """LISTEN on its own connection; each NOTIFY wakes a worker. Reconnects on error."""
         url = make_url(self.db.url).set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)
         while not self._stop.is_set():
             try:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {INBOX_CHANNEL}")
-                    self._wake()  # items stored while we were not listening
+                    self.services.doorbell.ring()  # items stored while we were not listening
                     while not self._stop.is_set():
                         for _note in conn.notifies(timeout=1.0, stop_after=1):
-                            self._wake()
+                            self.services.doorbell.ring()
             except Exception as exc:  # the workers' poll covers the gap
                 logger.warning("inbox LISTEN connection failed (%s); retrying", exc)
                 self._stop.wait(1.0)

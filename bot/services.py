@@ -16,6 +16,7 @@ from slack_sdk import WebClient
 from agent_runtime.authorization import Actor
 from agent_runtime.engine import ApprovalEngine
 from bot.directory import UsergroupDirectory
+from bot.doorbell import Doorbell
 from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
 from bot.inbox_writer import InboxWriter
@@ -85,8 +86,8 @@ class BotServices:
     """Drop audits and notices: off the threads that ack Slack, and never in the way of
     decisions (a full worker pool is when they are needed)."""
     notice_client: WebClient | None = None
-    wake: threading.Condition = field(default_factory=threading.Condition)
-    """Notified when this process stores an inbox item, so its workers need not poll."""
+    doorbell: Doorbell = field(default_factory=Doorbell)
+    """Rung when this process stores an inbox item, so one of its workers looks at once."""
 
     def __post_init__(self) -> None:
         if self.notice_client is None:
@@ -106,8 +107,7 @@ class BotServices:
             self.metrics.inc("inbox_write_failures")
             return False
         self.metrics.inc("inbox_stored")
-        with self.wake:
-            self.wake.notify_all()
+        self.doorbell.ring()
         return True
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
