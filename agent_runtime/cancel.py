@@ -76,17 +76,35 @@ class RunCanceller:
         self.clock = clock
         self.usergroup_members = usergroup_members
 
-    def exists(self, run_id: str) -> bool:
+    def standing(self, run_id: str, actor: Actor) -> Standing | None:
+        """Why ``actor`` may cancel this run (``None``: no such run). Asked before the run's
+        lock is taken: an admin's user groups may need asking Slack, which must never happen
+        while a lock or a row is held."""
         with self.db.transaction() as s:
-            return RunRepository(s).get(run_id) is not None
+            run = RunRepository(s).get(run_id)
+            if run is None:
+                return None
+            requester = run.requester_id
+        if actor.user_id == requester:
+            return Standing.REQUESTER
+        try:
+            admin = self.policy.is_admin(actor.user_id, usergroup_members=self.usergroup_members)
+        except MembershipUnconfirmed:
+            return Standing.UNCONFIRMED
+        return Standing.ADMIN if admin else Standing.NONE
 
     def cancel(
-        self, run_id: str, *, actor: Actor, via: dict[str, str] | None = None
+        self,
+        run_id: str,
+        *,
+        actor: Actor,
+        standing: Standing,
+        via: dict[str, str] | None = None,
     ) -> CancelResult:
-        """Cancel the run if ``actor`` may and it is not finished. The caller holds the run's
-        thread lock, so no resume of this run is under way, and none starts until we are done.
-        ``via``: what the attempt came from (e.g. the stored click), kept in its audit rows."""
-        standing = self._standing(run_id, actor)
+        """Cancel the run if ``actor`` may (``standing``, from ``standing``) and it is not
+        finished. The caller holds the run's thread lock, so no resume of this run is under
+        way, and none starts until we are done. ``via``: what the attempt came from (e.g. the
+        stored click), kept in its audit rows."""
         with self.db.transaction() as s:
             # Lock order everywhere: request rows, then the run's row, then the audit chain.
             requests = ApprovalRepository(s).open_for_run(run_id, for_update=True)
@@ -135,20 +153,6 @@ class RunCanceller:
         """Audit a cancel naming no run we know (e.g. a forged button value)."""
         with self.db.transaction() as s:
             _audit_refusal(s, run_id, None, actor=actor, outcome=CancelOutcome.UNKNOWN_RUN, via=via)
-
-    def _standing(self, run_id: str, actor: Actor) -> Standing:
-        """Decided before the transaction: an admin's user groups may need asking Slack, which
-        must never happen while rows are locked."""
-        with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-            requester = run.requester_id if run is not None else None
-        if actor.user_id == requester:
-            return Standing.REQUESTER
-        try:
-            admin = self.policy.is_admin(actor.user_id, usergroup_members=self.usergroup_members)
-        except MembershipUnconfirmed:
-            return Standing.UNCONFIRMED
-        return Standing.ADMIN if admin else Standing.NONE
 
 
 def _why_not(run: Run | None, actor: Actor, standing: Standing) -> CancelOutcome | None:

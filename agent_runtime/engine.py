@@ -169,11 +169,12 @@ class ApprovalEngine:
     ) -> CancelResult:
         """Cancel a run under its lock (a resume under way finishes first, and then the run is
         either finished or waiting again), then redraw the closed cards and tell the thread."""
-        if not self.cancels.exists(run_id):  # no lock taken for an id we never issued
+        standing = self.cancels.standing(run_id, actor)  # may ask Slack: before the lock
+        if standing is None:  # no lock taken for an id we never issued
             self.cancels.refuse_unknown(run_id, actor=actor, via=via)
             return CancelResult(CancelOutcome.UNKNOWN_RUN)
         with self.locks.hold(run_id):
-            result = self.cancels.cancel(run_id, actor=actor, via=via)
+            result = self.cancels.cancel(run_id, actor=actor, standing=standing, via=via)
         if result.cancelled:
             for view in result.closed:
                 self.announcer.show_card(view)

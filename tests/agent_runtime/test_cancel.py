@@ -54,6 +54,13 @@ def canceller(db, *, policy: Policy | None = None, groups=None) -> RunCanceller:
     )
 
 
+def cancel(owner: RunCanceller, run_id: str, *, actor: Actor, **kw: Any) -> CancelResult:
+    """As the façade calls the owner: standing first, then the cancel."""
+    standing = owner.standing(run_id, actor)
+    assert standing is not None
+    return owner.cancel(run_id, actor=actor, standing=standing, **kw)
+
+
 def audit(db, kind: str) -> list[AuditEvent]:  # type: ignore[no-untyped-def]
     with db.transaction() as s:
         return list(s.scalars(select(AuditEvent).where(AuditEvent.kind == kind)))
@@ -66,7 +73,7 @@ def test_the_requester_cancels_closing_every_open_request_and_its_slots(tmp_path
     with db.transaction() as s:  # a second open request of the same run, already claimed
         ApprovalRepository(s).get(other.request_id).run_id = first.run_id
         assert Claims(db=db, clock=utcnow, lease=dt.timedelta(minutes=1)).claim(s, other.request_id)
-    result = canceller(db, groups={}).cancel(first.run_id, actor=REQUESTER, via={"attempt": "a1"})
+    result = cancel(canceller(db, groups={}), first.run_id, actor=REQUESTER, via={"attempt": "a1"})
     assert result.outcome is CancelOutcome.CANCELLED
     assert {v.id for v in result.closed} == {first.request_id, other.request_id}
     assert {v.status for v in result.closed} == {RequestStatus.CANCELLED}
@@ -86,8 +93,10 @@ def test_an_admin_may_cancel_through_a_user_group(tmp_path):
     db = sqlite_store(tmp_path)
     seeded = seed_request(db)
     policy = policy_with_admins(users=(), usergroups=("S0OPS",))
-    result = canceller(db, policy=policy, groups={"S0OPS": {"U0GRP"}}).cancel(
-        seeded.run_id, actor=Actor("U0GRP")
+    result = cancel(
+        canceller(db, policy=policy, groups={"S0OPS": {"U0GRP"}}),
+        seeded.run_id,
+        actor=Actor("U0GRP"),
     )
     assert result.cancelled
     assert audit(db, "run_cancelled")[0].detail["as"] == "admins"
@@ -107,7 +116,7 @@ def test_anyone_else_is_refused_and_audited(tmp_path, actor, groups, expected):
     with db.transaction() as s:
         RunRepository(s).get(seeded.run_id).team_id = "T1"
     policy = policy_with_admins(usergroups=("S0OPS",))  # membership must be asked for
-    result = canceller(db, policy=policy, groups=groups).cancel(seeded.run_id, actor=actor)
+    result = cancel(canceller(db, policy=policy, groups=groups), seeded.run_id, actor=actor)
     assert result.outcome is expected and result.closed == ()
     with db.transaction() as s:
         assert RunRepository(s).get(seeded.run_id).status == RunStatus.WAITING
@@ -129,7 +138,7 @@ def test_a_finished_or_cancelled_run_changes_nothing(tmp_path, status, expected)
     seeded = seed_request(db)
     with db.transaction() as s:
         RunRepository(s).get(seeded.run_id).status = status
-    result = canceller(db, groups={}).cancel(seeded.run_id, actor=ADMIN)
+    result = cancel(canceller(db, groups={}), seeded.run_id, actor=ADMIN)
     assert result.outcome is expected and result.closed == ()
     with db.transaction() as s:
         assert RunRepository(s).get(seeded.run_id).status == status
@@ -166,7 +175,7 @@ def engine_with(tmp_path, result: CancelResult | None):  # type: ignore[no-untyp
         result = CancelResult(CancelOutcome.CANCELLED, run=view.run, closed=(view,))
     held: list[bool] = []
 
-    def cancel(run_id: str, *, actor: Actor, via: Any = None) -> CancelResult:
+    def cancel(run_id: str, *, actor: Actor, standing: Any, via: Any = None) -> CancelResult:
         with engine.locks.try_hold(run_id) as free:
             held.append(not free)  # the façade holds the run's lock around the owner
         return result
@@ -285,7 +294,7 @@ def test_the_gate_refuses_a_cancelled_run_even_an_approved_call(tmp_path):
 def test_a_decision_on_a_cancelled_run_is_refused_as_such(tmp_path):
     db = sqlite_store(tmp_path)
     seeded = seed_request(db)
-    canceller(db, groups={}).cancel(seeded.run_id, actor=REQUESTER)
+    cancel(canceller(db, groups={}), seeded.run_id, actor=REQUESTER)
     engine = ApprovalEngine(
         db=db,
         runtime=SimpleNamespace(catalog=ToolCatalog()),  # type: ignore[arg-type]
@@ -302,7 +311,7 @@ def test_a_decision_on_a_cancelled_run_is_refused_as_such(tmp_path):
 def test_a_cancelled_run_records_no_new_stop(tmp_path):
     db = sqlite_store(tmp_path)
     seeded = seed_request(db)
-    canceller(db, groups={}).cancel(seeded.run_id, actor=REQUESTER)
+    cancel(canceller(db, groups={}), seeded.run_id, actor=REQUESTER)
     engine = ApprovalEngine(
         db=db,
         runtime=SimpleNamespace(catalog=ToolCatalog(), state=_never),  # type: ignore[arg-type]
