@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agent_runtime.authorization import Actor, Refusal
 from store.db import Database
-from store.repositories import ApprovalRepository, AuditRepository
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 
 
 class AttemptLog:
@@ -42,21 +42,23 @@ class AttemptLog:
         what: str,
         action_id: str | None = None,
         request_id: str | None = None,
+        run_id: str | None = None,
         reason: str = "busy",
     ) -> None:
-        """Its user was told to try again. The action or request it named is kept when it
-        exists."""
+        """Its user was told to try again. The action, request or run it named is kept when
+        it exists."""
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             action = repo.get_action(action_id) if action_id else None
             wanted = action.request_id if action else request_id
             request = repo.get(wanted) if wanted else None
+            run = RunRepository(s).get(run_id) if run_id and request is None else None
             AuditRepository(s).record(
                 "request_dropped",
                 outcome="refused",
                 actor_id=actor.user_id,
                 team_id=actor.team_id,
-                run_id=request.run_id if request else None,
+                run_id=request.run_id if request else (run.id if run else None),
                 request_id=request.id if request else None,
                 action_id=action.id if action else None,
                 reason=reason,

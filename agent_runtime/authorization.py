@@ -27,6 +27,7 @@ class Refusal(enum.StrEnum):
     STALE_VERSION = "stale_version"
     MEMBERSHIP_UNCONFIRMED = "membership_unconfirmed"
     POLICY_CHANGED = "policy_changed"
+    RUN_CANCELLED = "run_cancelled"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ def check_decision(
     """Every rule a click must pass, in the order a reviewer would want to be told."""
     if facts.team_id and actor.team_id and facts.team_id != actor.team_id:
         return Refusal.OTHER_WORKSPACE
+    if facts.request_status == RequestStatus.CANCELLED:
+        return Refusal.RUN_CANCELLED
     if facts.request_status != RequestStatus.PENDING or facts.outcome is not None:
         return Refusal.ALREADY_DECIDED
     if now >= facts.expires_at:

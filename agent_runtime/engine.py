@@ -6,7 +6,8 @@ orchestrator between them. Each owner does one thing and calls none of the other
 - ``Resumer``: a claimed request resumed once, after checking the checkpoint;
 - ``Claims``: who resumes what, under a lease taken over when its owner dies;
 - ``Announcer``: every card, result and notice, and the bookkeeping that repairs them;
-- ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer.
+- ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer;
+- ``RunCanceller``: a run stopped by its requester or an admin, its open approvals closed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from langgraph.types import StateSnapshot
 from agent_runtime.announcer import Announcer
 from agent_runtime.attempts import AttemptLog
 from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.cancel import CancelOutcome, CancelResult, RunCanceller
 from agent_runtime.claims import Claims
 from agent_runtime.decisions import Attempt, DecisionRecorder, DecisionResult
 from agent_runtime.edits import EditRules
@@ -40,7 +42,7 @@ from store.maintenance import MaintenanceQueries
 from store.models import utcnow
 from store.repositories import ApprovalRepository
 
-__all__ = ["ApprovalEngine", "DecisionResult", "ReconcileResult", "SweepResult"]
+__all__ = ["ApprovalEngine", "CancelResult", "DecisionResult", "ReconcileResult", "SweepResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,9 @@ class ApprovalEngine:
         self.sweeper = Sweeper(
             db=db, policy=policy, claims=self.claims, announcer=self.announcer, clock=clock
         )
+        self.cancels = RunCanceller(
+            db=db, policy=policy, clock=clock, usergroup_members=usergroup_members
+        )
         self.policy_version = policy.version
 
     # Runs ---------------------------------------------------------------------------------
@@ -158,6 +163,24 @@ class ApprovalEngine:
             self._resume(request_id, recovering=recovering)
         except Exception:
             logger.exception("could not resume %s; trying again when its lease ran out", request_id)
+
+    def cancel_run(
+        self, run_id: str, *, actor: Actor, via: dict[str, str] | None = None
+    ) -> CancelResult:
+        """Cancel a run under its lock (a resume under way finishes first, and then the run is
+        either finished or waiting again), then redraw the closed cards and tell the thread."""
+        standing = self.cancels.standing(run_id, actor)  # may ask Slack: before the lock
+        if standing is None:  # no lock taken for an id we never issued
+            self.cancels.refuse_unknown(run_id, actor=actor, via=via)
+            return CancelResult(CancelOutcome.UNKNOWN_RUN)
+        with self.locks.hold(run_id):
+            result = self.cancels.cancel(run_id, actor=actor, standing=standing, via=via)
+        if result.cancelled:
+            for view in result.closed:
+                self.announcer.show_card(view)
+            if result.run is not None:
+                self.announcer.run_finished(result.run)
+        return result
 
     # Reading ------------------------------------------------------------------------------
 
@@ -215,10 +238,16 @@ class ApprovalEngine:
         what: str,
         action_id: str | None = None,
         request_id: str | None = None,
+        run_id: str | None = None,
         reason: str = "busy",
     ) -> None:
         self.attempts.dropped(
-            actor=actor, what=what, action_id=action_id, request_id=request_id, reason=reason
+            actor=actor,
+            what=what,
+            action_id=action_id,
+            request_id=request_id,
+            run_id=run_id,
+            reason=reason,
         )
 
     def decide(
@@ -259,8 +288,10 @@ class ApprovalEngine:
                     "it under the current policy"
                 ),
             )
-        if result.refusal is Refusal.STALE_VERSION and current is not None:
-            self.announcer.show_card(current)  # e.g. a card drawn before versions were on buttons
+        redraw = (Refusal.STALE_VERSION, Refusal.RUN_CANCELLED)
+        if result.refusal in redraw and current is not None:
+            # e.g. a card drawn before versions were on buttons, or redrawn by a late update
+            self.announcer.show_card(current)
         if result.approval is not None:
             fault_point("after_decision")
             self.announcer.show_card(result.approval)

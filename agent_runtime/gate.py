@@ -28,7 +28,7 @@ from store.db import Database
 from store.executions import ExecutionRepository
 from store.models import Action
 from store.repositories import AuditRepository, RunRepository
-from store.statuses import RequestStatus
+from store.statuses import RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 BLOCKED_EVENT = "ungated_call_blocked"
@@ -145,15 +145,20 @@ class EffectGate:
         if run_id is None:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
         with self.db.transaction() as s:
+            # Shared lock on the run's row: a cancel commits before this check or waits for
+            # this grant; a cancelled run's approvals are never spent, not even by a replay.
+            cancelled = RunRepository(s).status(run_id, hold=True) == RunStatus.CANCELLED
             repo = ExecutionRepository(s)
-            for action, done in repo.of_call(
-                run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id
+            for action, done in (
+                ()
+                if cancelled
+                else repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
             ):
                 if action.bound_hash != _hash(action, tool_name, args):
                     continue
                 if done.result is not None or action.request.status == RequestStatus.RESUMING:
                     return Grant(action.id, done.idempotency_key, done.result)  # a replay
-            candidates = repo.spendable(run_id=run_id, tool_name=tool_name)
+            candidates = [] if cancelled else repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             for action in current:
@@ -161,7 +166,7 @@ class EffectGate:
                     action, key=_key(action), tool_call_id=tool_call_id
                 ):
                     return Grant(action.id, _key(action), None)
-        reason = _why(candidates, matching, current)
+        reason = "its run was cancelled" if cancelled else _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
 
     def _refuse(

@@ -20,6 +20,9 @@ from agent_runtime.errors import PolicyError
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 Risk = Literal["none", "low", "medium", "high"]
 REQUESTER_ROLE = "requester"
+ADMINS_ROLE = "admins"
+"""The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
+name it: it is never one of the "any role" approvers of a tool without its own."""
 EVERYONE = "everyone"
 BUNDLED_POLICY = Path(__file__).parent / "policy.example.yaml"
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
@@ -145,7 +148,7 @@ class Policy(_Strict):
             for role in rule.approvers:
                 if role not in known:
                     raise ValueError(f"tools.{name}.approvers names unknown role {role!r}")
-            if rule.gated and not rule.approvers and not self.roles:
+            if rule.gated and not rule.approvers and not self.approver_roles:
                 raise ValueError(f"tools.{name} is gated but no role could approve it")
         for role in self.requesters:
             if role not in known | {EVERYONE}:
@@ -156,10 +159,20 @@ class Policy(_Strict):
         """The rule of a named tool; an unnamed tool is gated approve/reject by any role."""
         rule = self.tools.get(tool_name)
         if rule is None:
-            return ToolRule(approvers=tuple(self.roles), decisions=("approve", "reject"))
+            return ToolRule(approvers=self.approver_roles, decisions=("approve", "reject"))
         if not rule.approvers:
-            return rule.model_copy(update={"approvers": tuple(self.roles)})
+            return rule.model_copy(update={"approvers": self.approver_roles})
         return rule
+
+    @property
+    def approver_roles(self) -> tuple[str, ...]:
+        """The roles that approve a tool naming none: every role but ``admins``."""
+        return tuple(r for r in self.roles if r != ADMINS_ROLE)
+
+    def is_admin(self, user_id: str, *, usergroup_members: Callable[[str], frozenset[str]]) -> bool:
+        """Whether ``user_id`` holds the ``admins`` role (the one check every admin-only
+        operation uses). May ask for user group members: call it outside transactions."""
+        return self.is_member(user_id, ADMINS_ROLE, usergroup_members=usergroup_members)
 
     def expires_after(self, tool_names: Iterable[str]) -> dt.timedelta:
         """An interrupt expires with its most urgent action."""

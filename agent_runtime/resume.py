@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from agent_runtime import evidence
 from agent_runtime.announcer import Announcer
+from agent_runtime.cancel import CANCELLED_OUTCOME
 from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
@@ -99,6 +100,8 @@ class Resumer:
         calling the request resolved."""
         with self.db.transaction() as s:
             request = ApprovalRepository(s).get(request_id)
+        if request is not None and _cancelled(request):
+            return self._cancelled(request)
         if request is None or not self.claims.held(request):
             return NOTHING
         fault_point("after_claim")
@@ -170,6 +173,16 @@ class Resumer:
         self._finish(request.id, status=RequestStatus.FAILED, outcome=text, record=record)
         return Resumed(run_failed=f"The run was interrupted by a restart: {text}")
 
+    def _cancelled(self, request: ApprovalRequest) -> Resumed:
+        """Its run was cancelled (read under the run's lock): never resume it. A request the
+        cancel did not close is closed now; its card is redrawn either way, since a decision
+        drawn just before the cancel may have been shown after it."""
+        if request.status != RequestStatus.CANCELLED:
+            self._finish(request.id, status=RequestStatus.CANCELLED, outcome=CANCELLED_OUTCOME)
+        else:
+            self.announcer.show_card(approval_view(request))
+        return NOTHING
+
     def invalidate(self, request_id: str, *, reason: str) -> None:
         """Close a pending request without resuming it (e.g. the policy changed): the card
         says so and the run's thread is told. One caller wins the claim; the others do
@@ -197,11 +210,17 @@ class Resumer:
             # Lock order everywhere: the request's row first, then the audit chain.
             request = ApprovalRepository(s).get(request_id, for_update=True)
             assert request is not None
+            if request.status == RequestStatus.CANCELLED:
+                return None  # its run was cancelled: that closed it, and that stands
             ApprovalRepository(s).finish(request, status=status, outcome=outcome)
             if record is not None:
                 record(s)
             run = RunRepository(s).get(request.run_id)
-            ended = status == RequestStatus.INVALIDATED and run is not None
+            ended = (
+                status == RequestStatus.INVALIDATED
+                and run is not None
+                and run.status != RunStatus.CANCELLED
+            )
             if ended and run is not None:
                 RunRepository(s).set_status(run, RunStatus.FAILED, result_text=outcome)
             AuditRepository(s).record(
@@ -223,8 +242,9 @@ _AUDITED = {
     RequestStatus.RESOLVED: "resumed",
     RequestStatus.EXPIRED: "resumed",
     RequestStatus.INVALIDATED: "invalidated",
+    RequestStatus.CANCELLED: "request_cancelled",
 }
-_AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED)
+_AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED, RequestStatus.CANCELLED)
 
 
 def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnapshot) -> None:
@@ -246,6 +266,10 @@ def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnap
                 team_id=request.team_id,
                 detail={"tool": action.tool_name, "operation_id": action.operation_id, **result},
             )
+
+
+def _cancelled(request: ApprovalRequest) -> bool:
+    return request.status == RequestStatus.CANCELLED or request.run.status == RunStatus.CANCELLED
 
 
 def _pending(state: StateSnapshot, request: ApprovalRequest) -> PendingInterrupt | None:

@@ -104,6 +104,9 @@ class RunLifecycle:
             run = RunRepository(s).get(run_id)
         if run is None:
             raise LookupError(run_id)
+        if run.status == RunStatus.CANCELLED:
+            logger.info("run %s was cancelled before it started; not starting it", run_id)
+            return None
         if self.runtime.has_checkpoint(run_id):
             logger.warning("run %s already has a checkpoint; not starting it again", run_id)
             return None
@@ -121,6 +124,8 @@ class RunLifecycle:
         Lazy, one interrupt at a time: a request nothing was left to decide on (exempt, or
         refused by policy) is claimed and yielded for the caller to resume before the next
         interrupt is recorded, so no claim waits unrenewed. Iterate it to the end."""
+        if self._cancelled(run_id):
+            return  # a cancelled run records nothing more, and nothing of it is resumed
         state = state if state is not None else self.runtime.state(run_id)
         if not state.interrupts:
             self._finish(run_id, RunStatus.COMPLETED, final_text(state.values))
@@ -148,7 +153,9 @@ class RunLifecycle:
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             run = RunRepository(s).get(run_id)
-            if run is None or repo.by_interrupt(run_id, pending.interrupt_id):
+            if run is None or run.status == RunStatus.CANCELLED:
+                return None
+            if repo.by_interrupt(run_id, pending.interrupt_id):
                 return None
             request, actions = build_request(
                 run,
@@ -173,6 +180,11 @@ class RunLifecycle:
             decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
             return request.id, decided
 
+    def _cancelled(self, run_id: str) -> bool:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            return run is not None and run.status == RunStatus.CANCELLED
+
     def fail(self, run_id: str, reason: str) -> None:
         self._finish(run_id, RunStatus.FAILED, reason)
 
@@ -180,6 +192,8 @@ class RunLifecycle:
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id)
             assert run is not None
+            if run.status == RunStatus.CANCELLED:
+                return  # cancelled stays cancelled; its thread was told so
             RunRepository(s).set_status(run, status, result_text=text)
             if status == RunStatus.COMPLETED:
                 AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)

@@ -70,6 +70,8 @@ class RunView:
     request_text: str
     status: str
     result_text: str | None
+    cancelled_by: str | None = None
+    cancelled_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ def run_view(run: Run) -> RunView:
         request_text=run.request_text,
         status=run.status,
         result_text=run.result_text,
+        cancelled_by=run.cancelled_by,
+        cancelled_at=run.cancelled_at,
     )
 
 

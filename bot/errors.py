@@ -7,8 +7,9 @@ import logging
 from slack_sdk.errors import SlackApiError
 
 from agent_runtime.authorization import Refusal
+from agent_runtime.cancel import CancelOutcome, CancelResult
 from agent_runtime.errors import ApprovalError, NotPermitted
-from bot.text import verbatim
+from bot.text import mention, verbatim
 from store.audit_chain import AuditChainError
 
 logger = logging.getLogger(__name__)
@@ -36,9 +37,27 @@ REFUSALS: dict[Refusal, str] = {
         "Slack could not confirm your user group membership right now, so nothing was decided. "
         "Please try again in a minute."
     ),
+    Refusal.RUN_CANCELLED: (
+        "This run was cancelled, so its approvals are closed and nothing was recorded. "
+        "Nothing of it will run."
+    ),
     Refusal.POLICY_CHANGED: (
         "The approval policy changed since this card was posted, so it can no longer be decided "
         "and nothing ran. The requester can ask again under the current policy."
+    ),
+}
+CANCEL_ANSWERS: dict[CancelOutcome, str] = {
+    CancelOutcome.FINISHED: (
+        "This run is no longer waiting: it already finished, so there is nothing to cancel."
+    ),
+    CancelOutcome.NOT_ALLOWED: (
+        "Only the person who started this run, or an admin, can cancel it. Nothing changed."
+    ),
+    CancelOutcome.UNKNOWN_RUN: "I can't find that run. The message may be from an old run.",
+    CancelOutcome.OTHER_WORKSPACE: "This run belongs to another workspace; you can't cancel it.",
+    CancelOutcome.MEMBERSHIP_UNCONFIRMED: (
+        "Slack could not confirm your user group membership right now, so the run was not "
+        "cancelled. Please try again in a minute."
     ),
 }
 BUSY = "The bot is busy right now; please try again in a moment. Nothing was recorded."
@@ -64,6 +83,18 @@ UNEXPECTED = (
 
 def refusal_text(refusal: Refusal) -> str:
     return REFUSALS[refusal]
+
+
+def cancel_text(result: CancelResult) -> str:
+    """What the clicker reads when a Cancel did not cancel (who cancelled first, if someone
+    did: built from the ids and times we recorded)."""
+    run = result.run
+    if result.outcome is CancelOutcome.ALREADY_CANCELLED and run is not None:
+        who = f" by {mention(run.cancelled_by)}" if run.cancelled_by else ""
+        at = run.cancelled_at
+        when = f" at {at:%Y-%m-%d %H:%M} UTC" if at is not None else ""
+        return f"This run was already cancelled{who}{when}; nothing changed."
+    return CANCEL_ANSWERS.get(result.outcome, UNEXPECTED)
 
 
 def user_message(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ class ActionId(enum.StrEnum):
     VIEW_ARGS_PAGE = "approval.view_args_page"
     REVIEW_ALL = "approval.review_all"
     REVIEW_PAGE = "approval.review_page"
+    CANCEL_RUN = "run.cancel"
 
 
 class CallbackId(enum.StrEnum):
@@ -30,6 +31,7 @@ class BlockId(enum.StrEnum):
     RESPOND_ANSWER = "respond_answer"
     ACTION_ROW_PREFIX = "action:"
     REQUEST_ROW_PREFIX = "request:"
+    RUN_ROW_PREFIX = "run:"
     EDIT_FIELD_PREFIX = "arg:"
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from agent_runtime.faults import fault_point
 from bot.errors import GAVE_UP, UNEXPECTED, user_message
+from bot.listeners.actions.cancel import cancel_run
 from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
 from bot.services import BotServices
 from bot.work import Work
@@ -52,6 +53,8 @@ def process(services: BotServices, kind: str, work: Work, *, key: str) -> None:
         decide_and_refresh(services, work, attempt_key=key)
     elif kind == InboxKind.APPROVE_ALL:
         approve_all(services, work, attempt_key=key)
+    elif kind == InboxKind.CANCEL:
+        cancel_run(services, work, attempt_key=key)
     elif kind == InboxKind.DECIDE:
         assert work.action_id is not None
         decide(

@@ -56,6 +56,7 @@ class Drop:
     channel: str | None = None
     action_id: str | None = None
     request_id: str | None = None
+    run_id: str | None = None
     reply: Callable[[str], Any] | None = None
     """Tells the user (e.g. a slash command's ``respond``); else an ephemeral in ``channel``."""
     notice: str = BUSY_CLICK
@@ -155,6 +156,7 @@ class BotServices:
                 what=drop.what,
                 action_id=drop.action_id,
                 request_id=drop.request_id,
+                run_id=drop.run_id,
                 reason=drop.reason,
             )
         except Exception:

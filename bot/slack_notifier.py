@@ -12,7 +12,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 from agent_runtime.notifier import MessageRef
 from agent_runtime.views import ApprovalView, Reviewers, RunView
 from bot.blocks.approval_card import approval_card
-from bot.blocks.messages import call_blocked_message, run_result_message
+from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
 from bot.text import mention
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,19 @@ class SlackNotifier:
         self.client.chat_postMessage(
             channel=run.channel_id, thread_ts=run.thread_ts, **run_result_message(run), **NO_UNFURL
         )
+        self._redraw_root(run)
+
+    def _redraw_root(self, run: RunView) -> None:
+        """The run's first message loses its Cancel button once the run ended. Best effort:
+        a stale button only earns a "this run already ended" answer."""
+        if not run.thread_ts:
+            return
+        try:
+            self.client.chat_update(
+                channel=run.channel_id, ts=run.thread_ts, **run_root_message(run)
+            )
+        except Exception:
+            logger.warning("could not redraw the first message of %s", run.id, exc_info=True)
 
     def approval_expired(self, approval: ApprovalView) -> None:
         self._thread(

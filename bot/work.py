@@ -46,6 +46,8 @@ class Work(BaseModel):
     """The Slack id of the button or modal (for audit rows and logs)."""
     action_id: str | None = None
     request_id: str | None = None
+    run_id: str | None = None
+    """The run a Cancel click names."""
     seen: str | None = None
     """The version the reviewer saw: an action hash, or an Approve all digest."""
     channel: str | None = None
@@ -79,4 +81,5 @@ class Work(BaseModel):
             channel=self.channel,
             action_id=self.action_id,
             request_id=self.request_id,
+            run_id=self.run_id,
         )

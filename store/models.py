@@ -69,6 +69,9 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.RUNNING)
     result_text: Mapped[str | None] = mapped_column(Text)
     result_posted: Mapped[bool] = mapped_column(default=False)
+    cancelled_by: Mapped[str | None] = mapped_column(String(32))
+    """Who cancelled the run (a Slack user id), when it was cancelled."""
+    cancelled_at: Mapped[dt.datetime | None] = mapped_column()
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
@@ -263,6 +266,8 @@ class InboxKind(enum.StrEnum):
     APPROVE_ALL = "approve_all"
     DECIDE = "decide"
     """A modal submission: reject with a reason, respond, or edit."""
+    CANCEL = "cancel"
+    """A Cancel click on one of a run's messages."""
 
 
 class InboxStatus(enum.StrEnum):

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Result
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
 from store import pending_slots
@@ -35,8 +35,24 @@ class RunRepository:
         self.session.flush()
         return run
 
-    def get(self, run_id: str) -> Run | None:
-        return self.session.get(Run, run_id)
+    def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
+        """``for_update`` locks the run's row and reads it fresh (lock order: a run's request
+        rows first, then the run, then the audit chain)."""
+        if not for_update:
+            return self.session.get(Run, run_id)
+        stmt = (
+            select(Run)
+            .where(Run.id == run_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def status(self, run_id: str, *, hold: bool = False) -> str | None:
+        """The run's status; ``hold`` keeps a shared lock on its row until the transaction
+        ends, so nobody changes the status meanwhile (PostgreSQL; SQLite writes one at a time)."""
+        stmt = select(Run.status).where(Run.id == run_id)
+        return self.session.scalar(stmt.with_for_update(read=True) if hold else stmt)
 
     def claim_result_post(self, run_id: str) -> bool:
         """Only one replica posts a run's missing result: the one whose update wins."""
@@ -145,11 +161,20 @@ class ApprovalRepository:
         )
         return set(self.session.scalars(stmt))
 
-    def open_for_run(self, run_id: str) -> list[ApprovalRequest]:
+    def open_for_run(self, run_id: str, *, for_update: bool = False) -> list[ApprovalRequest]:
+        """``for_update``: lock their rows (in id order, so two lockers never deadlock) and
+        read them fresh; a row that left the open statuses while we waited is skipped."""
         stmt = select(ApprovalRequest).where(
             ApprovalRequest.run_id == run_id,
             ApprovalRequest.status.in_(OPEN_REQUEST),
         )
+        if for_update:
+            stmt = (
+                stmt.order_by(ApprovalRequest.id)
+                .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
+                .with_for_update(of=ApprovalRequest)
+                .execution_options(populate_existing=True)
+            )
         return list(self.session.scalars(stmt))
 
     def without_card(

@@ -12,13 +12,16 @@ class RunStatus(enum.StrEnum):
     """Paused on at least one approval."""
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Stopped by its requester or an admin: its open approvals closed, nothing resumed."""
 
 
-FINISHED_RUN = (RunStatus.COMPLETED, RunStatus.FAILED)
+FINISHED_RUN = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+UNFINISHED_RUN = (RunStatus.RUNNING, RunStatus.WAITING)
 
 
 class RequestStatus(enum.StrEnum):
-    """pending -> resuming -> resolved, or expired, invalidated, failed."""
+    """pending -> resuming -> resolved, or expired, invalidated, failed, cancelled."""
 
     PENDING = "pending"
     RESUMING = "resuming"
@@ -28,6 +31,8 @@ class RequestStatus(enum.StrEnum):
     INVALIDATED = "invalidated"
     """Closed without resuming: the thread or the policy moved on."""
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Closed without resuming because its run was cancelled."""
 
 
 OPEN_REQUEST = (RequestStatus.PENDING, RequestStatus.RESUMING)

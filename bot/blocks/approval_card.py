@@ -8,7 +8,12 @@ from typing import Any
 
 from agent_runtime.views import ActionView, ApprovalView
 from bot.blocks.arguments import args_markup, edit_diff
-from bot.blocks.card_buttons import action_buttons, approve_all_row, review_all_row
+from bot.blocks.card_buttons import (
+    action_buttons,
+    approve_all_row,
+    cancel_run_row,
+    review_all_row,
+)
 from bot.ids import BlockId
 from bot.text import clip, code_block, mention, mrkdwn, plain, verbatim
 
@@ -24,6 +29,7 @@ _HEADERS = {
     "expired": "Expired: treated as rejected",
     "invalidated": "Invalidated: nothing ran",
     "failed": "Could not resume",
+    "cancelled": "Cancelled: nothing ran",
 }
 _OUTCOME_ICONS = {
     "approved": ":white_check_mark: Approved",
@@ -77,11 +83,25 @@ def _tail(
     approval: ApprovalView, workspace_url: str | None, *, bulk: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     tail: list[dict[str, Any]] = []
-    if approval.status != "pending" and approval.outcome:
+    if approval.status == "cancelled":
+        tail.append(_section(_cancelled_line(approval)))
+    elif approval.status != "pending" and approval.outcome:
         tail.append(_section(f"*Outcome:* {verbatim(approval.outcome, 1000)}"))
-    if approval.status == "pending" and bulk is not None:
-        tail.append(bulk)
+    if approval.status == "pending":
+        rows = [
+            bulk,
+            cancel_run_row(approval.run, block_id=f"{BlockId.RUN_ROW_PREFIX}{approval.id}"),
+        ]
+        tail.extend(row for row in rows if row is not None)
     return [*tail, {"type": "divider"}, _context(_footer(approval, workspace_url))]
+
+
+def _cancelled_line(approval: ApprovalView) -> str:
+    """Who cancelled the run and when, from the ids and times we recorded."""
+    run = approval.run
+    who = f" by {mention(run.cancelled_by)}" if run.cancelled_by else ""
+    when = f" at {_when(run.cancelled_at)}" if run.cancelled_at else ""
+    return f":no_entry_sign: *Cancelled{who}{when}.* The run was stopped; nothing here ran."
 
 
 def shown_on_card(approval: ApprovalView) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime.views import ActionView, ApprovalView, versions_digest
+from agent_runtime.views import ActionView, ApprovalView, RunView, versions_digest
 from bot.blocks.arguments import pretty
 from bot.ids import ActionId, BlockId, choice_value
 from bot.text import plain_text
@@ -90,6 +90,26 @@ def approve_all_row(approval: ApprovalView) -> dict[str, Any] | None:
         "block_id": f"{BlockId.REQUEST_ROW_PREFIX}{approval.id}",
         "elements": [element],
     }
+
+
+def cancel_run_row(run: RunView, *, block_id: str) -> dict[str, Any] | None:
+    """A Cancel button on a run's messages while the run is under way; its value is the run
+    id only (who may cancel is decided on the server). ``block_id``: unique in the message."""
+    if run.status not in ("running", "waiting"):
+        return None
+    element = _button("Cancel run", ActionId.CANCEL_RUN, run.id, "danger")
+    element["confirm"] = {
+        "title": {"type": "plain_text", "text": "Cancel this run?"},
+        "text": plain_text(
+            "The agent stops here: every approval of this run still open is closed and "
+            "nothing more of it runs. This cannot be undone.",
+            300,
+        ),
+        "confirm": {"type": "plain_text", "text": "Cancel run"},
+        "deny": {"type": "plain_text", "text": "Keep it"},
+        "style": "danger",
+    }
+    return {"type": "actions", "block_id": block_id, "elements": [element]}
 
 
 def review_all_row(approval: ApprovalView) -> dict[str, Any]:

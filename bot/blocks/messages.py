@@ -6,26 +6,33 @@ from __future__ import annotations
 from typing import Any
 
 from agent_runtime.views import RunView
+from bot.blocks.card_buttons import cancel_run_row
+from bot.ids import BlockId
 from bot.text import mention, verbatim
 
 
 def run_root_message(run: RunView) -> dict[str, Any]:
+    """The run's first message; it offers Cancel while the run is under way."""
     text = f"{mention(run.requester_id)} asked the agent: {verbatim(run.request_text, 2500)}"
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": f"run {run.id} · approvals appear in this thread"}
+            ],
+        },
+    ]
+    cancel = cancel_run_row(run, block_id=f"{BlockId.RUN_ROW_PREFIX}{run.id}")
     return {
         "text": f"Agent run requested: {verbatim(run.request_text, 450)}",
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
-            {
-                "type": "context",
-                "elements": [
-                    {"type": "mrkdwn", "text": f"run {run.id} · approvals appear in this thread"}
-                ],
-            },
-        ],
+        "blocks": [*blocks, cancel] if cancel else blocks,
     }
 
 
 def run_result_message(run: RunView) -> dict[str, Any]:
+    if run.status == "cancelled":
+        return run_cancelled_message(run)
     title = "Run finished" if run.status == "completed" else "Run stopped"
     result = run.result_text or ""
     body = verbatim(result, 2800) if result else "(no result)"
@@ -47,4 +54,25 @@ def call_blocked_message(*, tool_name: str, reason: str) -> dict[str, Any]:
     return {
         "text": f"Blocked: {verbatim(tool_name, 200)} did not run ({verbatim(reason, 280)})",
         "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+    }
+
+
+def run_cancelled_message(run: RunView) -> dict[str, Any]:
+    """The thread's line for a cancelled run: who and when, from what we recorded."""
+    who = mention(run.cancelled_by) if run.cancelled_by else "someone"
+    at = run.cancelled_at
+    when = ""
+    if at is not None:
+        shown = "{date_short_pretty} {time}"
+        when = f" at <!date^{int(at.timestamp())}^{shown}|{at:%Y-%m-%d %H:%M} UTC>"
+    text = (
+        f":no_entry_sign: *Run cancelled* by {who}{when}. Its open approvals were closed and "
+        "nothing more of it runs."
+    )
+    return {
+        "text": f"Run cancelled by {who}",
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"run {run.id}"}]},
+        ],
     }

@@ -109,6 +109,13 @@ STATES = {
         action(0, exempt=True, outcome="approved"), action(1, tool_name="publish_report")
     ),
     "failed": approval(status="failed", outcome="not resumed"),
+    "cancelled": approval(
+        action(0, outcome="approved", decisions=(APPROVED,)),
+        action(1, tool_name="delete_project_file"),
+        status="cancelled",
+        outcome="the run was cancelled",
+        run=dataclasses.replace(RUN, status="cancelled", cancelled_by="U0OPS1", cancelled_at=AT),
+    ),
 }
 
 
@@ -134,11 +141,11 @@ def test_card_matches_snapshot_and_validates(state):
 
 
 def test_buttons_only_for_undecided_actions_of_a_pending_card():
-    def button_values(view: ApprovalView) -> list[str]:
+    def button_values(view: ApprovalView, *, prefix: str = "action:") -> list[str]:
         return [
             e["value"]
             for b in approval_card(view)["blocks"]
-            if b["type"] == "actions"
+            if b["type"] == "actions" and b["block_id"].startswith(prefix)
             for e in b["elements"]
         ]
 
@@ -147,6 +154,41 @@ def test_buttons_only_for_undecided_actions_of_a_pending_card():
     assert button_values(STATES["partly_decided"]) == [f"act_1:{partly.action_hash}"] * 2
     assert button_values(STATES["resolved"]) == []
     assert button_values(STATES["invalidated"]) == []
+    assert button_values(STATES["cancelled"]) == []
+    every = {state: button_values(view, prefix="") for state, view in STATES.items()}
+    assert every["cancelled"] == [] and every["resolved"] == [] and every["expired"] == []
+
+
+def test_cancel_run_is_offered_on_pending_cards_and_the_root_while_the_run_is_under_way():
+    def cancel_values(message: dict[str, Any]) -> list[str]:
+        return [
+            e["value"]
+            for b in message["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == "run.cancel"
+        ]
+
+    assert cancel_values(approval_card(STATES["pending"])) == ["run_1"]
+    assert cancel_values(approval_card(STATES["partly_decided"])) == ["run_1"]
+    for state in ("resolved", "expired", "invalidated", "failed", "cancelled"):
+        assert cancel_values(approval_card(STATES[state])) == [], state
+    for status, offered in (("running", True), ("waiting", True), ("completed", False)):
+        root = run_root_message(dataclasses.replace(RUN, status=status))
+        assert_valid_message(root)
+        assert cancel_values(root) == (["run_1"] if offered else []), status
+    cancelled_run = STATES["cancelled"].run
+    assert cancel_values(run_root_message(cancelled_run)) == []
+    line = run_result_message(cancelled_run)
+    assert_valid_message(line)
+    assert line["text"].startswith("Run cancelled by <@U0OPS1>")
+    assert "<!date^" in json.dumps(line)
+
+
+def test_a_cancelled_card_says_who_cancelled_and_when():
+    rendered = json.dumps(approval_card(STATES["cancelled"]))
+    assert "Cancelled: nothing ran" in rendered
+    assert "Cancelled by <@U0OPS1> at <!date^" in rendered
 
 
 LIVE = re.compile(r"<[!@#]|<https?:")
@@ -216,7 +258,7 @@ def test_an_argument_cannot_pose_as_the_confirmation_question():
         for b in card["blocks"]
         if b["type"] == "actions"
         for e in b["elements"]
-        if "confirm" in e
+        if "confirm" in e and e["action_id"] == "approval.approve"
     ]
     own = f"Approve send_external_message, version {'ab' * 6}, with 2 arguments?"
     assert text.startswith(own), text

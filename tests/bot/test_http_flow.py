@@ -24,7 +24,7 @@ def test_approve_runs_tool_once_updates_card_and_posts_result(serve_bot, sqlite_
     h = serve_bot(sqlite_url)
     root, card = start_run(h, SEND)
     assert "send_external_message" in card.text
-    assert [b.text for b in buttons(card)] == ["Approve", "Edit", "Reject"]
+    assert [b.text for b in buttons(card)] == ["Approve", "Edit", "Reject", "Cancel run"]
 
     reply = h.driver.click(
         user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
@@ -107,7 +107,9 @@ def test_batch_of_two_approve_one_reject_other(serve_bot, sqlite_url):
     approve_first, reject_second = button(card, "Approve", 0), button(card, "Reject", 1)
     assert button(card, "Approve all I may approve").value.startswith("apr_")
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve_first)
-    h.state.wait_for(lambda: [b.text for b in buttons(card_now(h, card))] == ["Approve", "Reject"])
+    h.state.wait_for(
+        lambda: [b.text for b in buttons(card_now(h, card))] == ["Approve", "Reject", "Cancel run"]
+    )
     assert h.workspace.effects() == [], "nothing runs before every action is decided"
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=reject_second)
     modal = h.state.wait_for(lambda: h.state.open_views(people.RELEASE_MANAGER))[-1]

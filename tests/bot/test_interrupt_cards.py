@@ -117,7 +117,7 @@ def _run_id(h) -> str:  # type: ignore[no-untyped-def]
 def test_respond_answers_an_ask_the_human_tool(serve_bot, sqlite_url):
     h = serve_bot(sqlite_url)
     root, card = start_run(h, ASK)
-    assert [b.text for b in buttons(card)] == ["Respond"]
+    assert [b.text for b in buttons(card)] == ["Respond", "Cancel run"]
     modal = open_modal(h, people.REQUESTER, card, "Respond")
     assert "Which version should I ship?" in json.dumps(modal.view)
     h.driver.submit_view(
@@ -131,7 +131,7 @@ def test_custom_review_of_env_file_shows_kind_and_preview_then_edit(serve_bot, s
     root, card = start_run(h, ENV_CHANGE)
     shown = json.dumps(card.blocks)
     assert "sensitive_file_change" in shown and "+FEATURE_FLAG=on" in shown
-    assert [b.text for b in buttons(card)] == ["Approve", "Edit", "Reject"]
+    assert [b.text for b in buttons(card)] == ["Approve", "Edit", "Reject", "Cancel run"]
     modal = open_modal(h, people.RELEASE_MANAGER, card, "Edit")
     h.driver.submit_view(
         user=people.RELEASE_MANAGER,

@@ -1,10 +1,12 @@
-"""Buttons on approval cards. Button values are opaque ids only, authorized again server-side."""
+"""Buttons on approval cards and run messages. Button values are opaque ids only, authorized
+again server-side."""
 
 from __future__ import annotations
 
 from slack_bolt import App
 
 from bot.ids import ActionId
+from bot.listeners.actions.cancel import on_cancel_run
 from bot.listeners.actions.decide import on_approve, on_approve_all
 from bot.listeners.actions.modals import (
     on_edit,
@@ -28,5 +30,6 @@ def register(app: App) -> None:
         (ActionId.VIEW_ARGS_PAGE, on_view_args_page),
         (ActionId.REVIEW_ALL, on_review_all),
         (ActionId.REVIEW_PAGE, on_review_page),
+        (ActionId.CANCEL_RUN, on_cancel_run),
     ):
         app.action({"type": "block_actions", "action_id": str(action_id)})(listener)

@@ -23,7 +23,7 @@ from bot.work import CardRef, OpenView, Work
 from store.models import InboxKind
 
 
-def _click_work(click: Click, **fields: Any) -> Work:
+def click_work(click: Click, **fields: Any) -> Work:
     card = click.card
     view = click.view
     return Work.of(
@@ -36,7 +36,7 @@ def _click_work(click: Click, **fields: Any) -> Work:
     )
 
 
-def _store_then_ack(ack: Ack, services: BotServices, kind: InboxKind, work: Work) -> None:
+def store_then_ack(ack: Ack, services: BotServices, kind: InboxKind, work: Work) -> None:
     """The click is stored before Slack hears we have it; if it cannot be, the user is told
     to try again (and the drop is audited), as when the bot is too busy."""
     stored = services.store(kind, work.model_dump(mode="json"))
@@ -50,8 +50,8 @@ def on_approve(ack: Ack, context: BoltContext) -> None:
     services = services_of(context)
     services.metrics.inc("clicks")
     action_id, seen = parse_choice(click.action.value)
-    work = _click_work(click, action_id=action_id, seen=seen)
-    _store_then_ack(ack, services, InboxKind.APPROVE, work)
+    work = click_work(click, action_id=action_id, seen=seen)
+    store_then_ack(ack, services, InboxKind.APPROVE, work)
 
 
 def on_approve_all(ack: Ack, context: BoltContext) -> None:
@@ -59,8 +59,8 @@ def on_approve_all(ack: Ack, context: BoltContext) -> None:
     services = services_of(context)
     services.metrics.inc("clicks")
     request_id, digest = parse_choice(click.action.value)
-    work = _click_work(click, request_id=request_id, seen=digest)
-    _store_then_ack(ack, services, InboxKind.APPROVE_ALL, work)
+    work = click_work(click, request_id=request_id, seen=digest)
+    store_then_ack(ack, services, InboxKind.APPROVE_ALL, work)
 
 
 def decide_and_refresh(services: BotServices, work: Work, *, attempt_key: str | None) -> None:
