@@ -56,5 +56,8 @@ def test_links_that_do_not_look_like_permalinks_are_left_out():
     hostile = reviewer_dm(PENDING, link="https://x.example|Approve> <!channel", after=None)
     assert not re.search(r"<!|<https?:", json.dumps(hostile))
     ids = dataclasses.replace(PENDING, id="apr_<!channel>", card_channel="<!here>")
-    for message in (reviewer_dm(ids, link=None, after=None), reviewers_ping(ids, REVIEWERS, after=None)):
+    for message in (
+        reviewer_dm(ids, link=None, after=None),
+        reviewers_ping(ids, REVIEWERS, after=None),
+    ):
         assert "<!channel>" not in message["text"] and "<!here>" not in message["text"]

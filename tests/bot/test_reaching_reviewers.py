@@ -14,7 +14,15 @@ from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.state import Message
 from store.models import AuditEvent
-from tests.bot.flows import FINAL_HEADER, button, card_header, card_now, result_message, start_run
+from tests.bot.flows import (
+    FINAL_HEADER,
+    button,
+    card_header,
+    card_now,
+    open_modal,
+    result_message,
+    start_run,
+)
 from tests.conftest import Harness
 
 POLICY = """
@@ -46,6 +54,7 @@ tools:
   send_external_message: {decisions: [approve, reject], approvers: [release-managers]}
 """
 SEND = 'send_external_message {"recipient": "partner@example.com", "text": "hi"}'
+LONG_SEND = SEND.replace('"hi"', '"' + "news " * 60 + '"')
 PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
 DELETE = 'delete_project_file {"path": "notes/old.txt"}'
 REVIEW = "C0REVIEW"
@@ -64,7 +73,9 @@ def h(serve_bot, sqlite_url, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def pings(h: Harness, channel: str, thread: str) -> list[Message]:
-    return [m for m in h.state.thread(channel, thread) if "approval apr_" in m.text and not buttons(m)]
+    return [
+        m for m in h.state.thread(channel, thread) if "approval apr_" in m.text and not buttons(m)
+    ]
 
 
 def ping_of(h: Harness, root: Message, count: int = 1) -> Message:
@@ -144,7 +155,7 @@ def test_review_channel_card_links_both_ways_and_approving_it_resumes_the_run(
     serve_bot, sqlite_url, tmp_path
 ):
     h = serve(serve_bot, sqlite_url, tmp_path, REVIEW_POLICY)
-    h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+    h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=LONG_SEND)
     root = h.state.wait_for(lambda: next(iter(h.state.top_level(people.CHANNEL)), None))
     card = h.state.wait_for(
         lambda: next((m for m in h.state.top_level(REVIEW) if buttons(m)), None)
@@ -160,9 +171,58 @@ def test_review_channel_card_links_both_ways_and_approving_it_resumes_the_run(
     ping = h.state.wait_for(lambda: next(iter(pings(h, REVIEW, card.ts)), None))
     assert ping.text.startswith("<@U0REL1>: approval")
     assert not any(buttons(m) for m in h.state.thread(people.CHANNEL, root.ts))
+    # Whoever sees the card in the review channel may read all of it.
+    full = open_modal(h, people.RELEASE_MANAGER, card, "View full arguments")
+    assert "news news" in json.dumps(full.view)
 
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     result = result_message(h, root)
     assert "message sent to partner@example.com" in result.text
     h.state.wait_for(lambda: card_header(card_now(h, card)) == FINAL_HEADER)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def test_a_review_channel_card_whose_answer_was_lost_is_found_there_not_posted_again(
+    serve_bot, sqlite_url, tmp_path
+):
+    path = tmp_path / "policy.yaml"
+    path.write_text(REVIEW_POLICY)
+    h = serve_bot(sqlite_url, policy_file=path, card_retry_seconds=0)
+    lost = h.sandbox.misbehave(
+        "chat.postMessage",
+        match=lambda args: (args.get("metadata") or {}).get("event_type") == "approval_card",
+        drop=True,
+    )
+    h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+    assert lost.reached.wait(30)
+    assert h.bot.services.executor.wait_idle(30)
+    assert h.bot.engine.reconcile().cards_posted == 1
+    (card,) = [m for m in h.state.top_level(REVIEW) if buttons(m)]
+    assert "conversations.history" in h.state.calls
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    root = h.state.top_level(people.CHANNEL)[0]
+    assert "message sent" in result_message(h, root).text
+    assert [m for m in h.state.top_level(REVIEW) if card_header(m)] == [card]
+
+
+def test_a_click_on_a_review_channel_card_before_its_reference_is_stored_updates_it(
+    serve_bot, sqlite_url, tmp_path
+):
+    h = serve(serve_bot, sqlite_url, tmp_path, REVIEW_POLICY)
+    slow = h.sandbox.misbehave(
+        "chat.postMessage",
+        match=lambda args: (args.get("metadata") or {}).get("event_type") == "approval_card",
+        hold=True,
+    )
+    try:
+        h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+        card = h.state.wait_for(
+            lambda: next((m for m in h.state.top_level(REVIEW) if buttons(m)), None)
+        )
+        pending = card_header(card)
+        h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+        h.state.wait_for(lambda: card_header(card_now(h, card)) != pending, timeout=25)
+    finally:
+        slow.release.set()
+    root = h.state.top_level(people.CHANNEL)[0]
+    assert "message sent" in result_message(h, root).text
