@@ -138,33 +138,46 @@ class Announcer:
         after: str | None = None,
     ) -> None:
         """Tell the reviewers who can act now that the card needs them (of ``action_ids``
-        only, after ``after`` signed them off). Audited first, sent once; a failure is logged,
-        and the reminder still comes. Never on a redraw."""
+        only, after ``after`` signed them off). Audited first, sent at most once: a failure is
+        logged, never raised into the post or the decision that asked for it, and the reminder
+        still comes. Never on a redraw."""
         if self.reach is None:
             return
+        try:
+            self._ping(self.reach, request_id, action_ids=action_ids, after=after)
+        except Exception:
+            logger.exception("could not tell the reviewers of %s", request_id)
+
+    def _ping(
+        self,
+        reach_of: ReviewerReach,
+        request_id: str,
+        *,
+        action_ids: tuple[str, ...] | None,
+        after: str | None,
+    ) -> None:
         with self.db.transaction() as s:
             request = ApprovalRepository(s).get(request_id)
             if request is None or request.status != RequestStatus.PENDING:
                 return
-            view = approval_view(request)
-            reach = self.reach.of(view, action_ids=action_ids)
-            if not reach:
-                return
+            view, team_id = approval_view(request), request.team_id
+        # User group look-ups (Slack, cached) happen outside any transaction.
+        reach = reach_of.of(view, action_ids=action_ids)
+        if not reach:
+            return
+        with self.db.transaction() as s:
             AuditRepository(s).record(
                 "reviewers_notified",
-                run_id=request.run_id,
+                run_id=view.run.id,
                 request_id=request_id,
-                team_id=request.team_id,
+                team_id=team_id,
                 detail={
                     "mentioned": [*reach.mention.users, *reach.mention.usergroups],
                     "direct": list(reach.direct),
                     "after": after,
                 },
             )
-        try:
-            self.notifier.reviewers_needed(view, reach, after=after)
-        except Exception:
-            logger.exception("could not tell the reviewers of %s", request_id)
+        self.notifier.reviewers_needed(view, reach, after=after)
 
     # Results and notices --------------------------------------------------------------------
 
