@@ -226,3 +226,17 @@ def test_a_click_on_a_review_channel_card_before_its_reference_is_stored_updates
         slow.release.set()
     root = h.state.top_level(people.CHANNEL)[0]
     assert "message sent" in result_message(h, root).text
+
+
+def test_approve_all_pings_the_remaining_reviewers_once_for_the_click(h):
+    second = PUBLISH.replace("weekly", "monthly")
+    root, card = start_run(h, f"{PUBLISH}\n{second}")
+    ping_of(h, root)
+    h.driver.click(
+        user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve all I may approve")
+    )
+    follow_up = ping_of(h, root, count=2)
+    assert h.bot.inbox.wait_idle(30), "the click is done, with every ping it sends"
+    assert pings(h, people.CHANNEL, root.ts) == [pings(h, people.CHANNEL, root.ts)[0], follow_up]
+    assert follow_up.text.startswith("<@U0REL2> <@U0GINA>: approval")
+    assert "2 of 2" not in json.dumps(card_now(h, card).blocks)
