@@ -19,8 +19,9 @@ from agent_runtime.views import ActionView, ApprovalView, Reviewers
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
 GROUP_ID = re.compile(r"^S[A-Z0-9]{2,20}$")
 MAX_EXPANDED = 30
-"""A user group holding someone not to ping is mentioned member by member, up to this many;
-a larger group is mentioned whole (reaching everyone beats reaching nobody)."""
+"""A user group holding someone not to ping (or under ``notify: dm``) is reached member by
+member, up to this many; a larger group is mentioned whole (reaching everyone beats reaching
+nobody)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class ReviewerReach:
             others = sorted(u for u in members - skip if USER_ID.match(u)) if members else []
             whole = not members or (how == "mention" and not members & skip)
             if whole or len(others) > MAX_EXPANDED:
-                # Unknown members (or a DM to a group, which Slack cannot send): mention it.
+                # Members unknown, nobody to leave out, or too many to reach one by one.
                 found.mention_groups[group] = None
             else:
                 target.update(dict.fromkeys(others))
