@@ -15,21 +15,31 @@ import logging
 
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
+from agent_runtime.reach import ReviewerReach
 from agent_runtime.views import ApprovalView, Reviewers, RunView, approval_view, run_view
 from store.db import Database
 from store.locks import ThreadLocks
 from store.maintenance import MaintenanceQueries
-from store.repositories import ApprovalRepository, RunRepository
+from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 from store.statuses import RequestStatus
 
 logger = logging.getLogger(__name__)
 
 
 class Announcer:
-    def __init__(self, *, db: Database, notifier: Notifier, locks: ThreadLocks) -> None:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        notifier: Notifier,
+        locks: ThreadLocks,
+        reach: ReviewerReach | None = None,
+    ) -> None:
+        """``reach``: who to tell that a card needs them; ``None`` tells nobody."""
         self.db = db
         self.notifier = notifier
         self.locks = locks
+        self.reach = reach
 
     # Cards --------------------------------------------------------------------------------
 
@@ -49,6 +59,7 @@ class Announcer:
                 return
             drawn = approval_view(request)
         ref = self._find(drawn) if look_first else None
+        posted = ref is None
         if ref is None:
             try:
                 ref = self.notifier.approval_requested(drawn)
@@ -58,6 +69,10 @@ class Announcer:
             fault_point("after_card_post")
         if ref is not None:
             self._keep(drawn, ref=ref)
+            if posted:
+                # Only with a card we posted now: one that was found was announced, or its
+                # process died in between (at most once; the reminder follows either way).
+                self.ping(drawn.id)
 
     def _find(self, drawn: ApprovalView) -> MessageRef | None:
         try:
@@ -114,6 +129,55 @@ class Announcer:
         for view in views:
             self.show_card(view)
         return len(views)
+
+    def ping(
+        self,
+        request_id: str,
+        *,
+        action_ids: tuple[str, ...] | None = None,
+        after: str | None = None,
+    ) -> None:
+        """Tell the reviewers who can act now that the card needs them (of ``action_ids``
+        only, after ``after`` signed them off). Audited first, sent at most once: a failure is
+        logged, never raised into the post or the decision that asked for it, and the reminder
+        still comes. Never on a redraw."""
+        if self.reach is None:
+            return
+        try:
+            self._ping(self.reach, request_id, action_ids=action_ids, after=after)
+        except Exception:
+            logger.exception("could not tell the reviewers of %s", request_id)
+
+    def _ping(
+        self,
+        reach_of: ReviewerReach,
+        request_id: str,
+        *,
+        action_ids: tuple[str, ...] | None,
+        after: str | None,
+    ) -> None:
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(request_id)
+            if request is None or request.status != RequestStatus.PENDING:
+                return
+            view, team_id = approval_view(request), request.team_id
+        # User group look-ups (Slack, cached) happen outside any transaction.
+        reach = reach_of.of(view, action_ids=action_ids)
+        if not reach:
+            return
+        with self.db.transaction() as s:
+            AuditRepository(s).record(
+                "reviewers_notified",
+                run_id=view.run.id,
+                request_id=request_id,
+                team_id=team_id,
+                detail={
+                    "mentioned": [*reach.mention.users, *reach.mention.usergroups],
+                    "direct": list(reach.direct),
+                    "after": after,
+                },
+            )
+        self.notifier.reviewers_needed(view, reach, after=after)
 
     # Results and notices --------------------------------------------------------------------
 

@@ -36,6 +36,9 @@ class DecisionResult:
     """This decision completed the request and this process claimed it: resume it."""
     current: ApprovalView | None = None
     """On a refusal: the approval as it is now, to explain what changed."""
+    progressed: tuple[str, ...] = ()
+    """Actions this decision signed off that still wait for more approvals: their remaining
+    reviewers are told. Empty for a redo, which tells nobody again."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,14 @@ class DecisionRecorder:
                     request_id=request.id,
                     detail={"owner": self.claims.owner},
                 )
-            return DecisionResult(refusal=None, approval=approval_view(request), completed=claimed)
+            signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
+            progressed = (action.id,) if signed and action.outcome is None else ()
+            return DecisionResult(
+                refusal=None,
+                approval=approval_view(request),
+                completed=claimed,
+                progressed=progressed,
+            )
 
     @staticmethod
     def _redone(
@@ -274,8 +284,9 @@ def _adopt_clicked_card(
     repo: ApprovalRepository, request: ApprovalRequest, *, card: MessageRef
 ) -> None:
     """A click on a card whose reference is not stored yet (its post is still being answered,
-    or the answer was lost): the message clicked, in the run's channel, is the card."""
-    if card.channel == request.run.channel_id:
+    or the answer was lost): the message clicked, where the card is posted (the run's channel
+    or the request's review channel), is the card."""
+    if card.channel == (request.review_channel or request.run.channel_id):
         repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=RequestStatus.PENDING)
 
 

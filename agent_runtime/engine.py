@@ -32,6 +32,7 @@ from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.listing import PendingList
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.policy import Policy
+from agent_runtime.reach import ReviewerReach
 from agent_runtime.resume import Resumer
 from agent_runtime.runs import RunLifecycle
 from agent_runtime.sweeper import Sweeper, SweepResult
@@ -84,7 +85,12 @@ class ApprovalEngine:
         self.card_retry_after = card_retry_after
         self.locks = ThreadLocks(db)
         self.claims = Claims(db=db, clock=clock, lease=lease)
-        self.announcer = Announcer(db=db, notifier=notifier, locks=self.locks)
+        self.announcer = Announcer(
+            db=db,
+            notifier=notifier,
+            locks=self.locks,
+            reach=ReviewerReach(policy=policy, usergroup_members=usergroup_members),
+        )
         self.runs = RunLifecycle(
             db=db,
             runtime=runtime,
@@ -262,11 +268,14 @@ class ApprovalEngine:
         card: MessageRef | None = None,
         via: dict[str, str] | None = None,
         attempt_key: str | None = None,
+        ping: bool = True,
     ) -> DecisionResult:
         """Record a decision on the version the reviewer saw, update the card, and resume if
         this completed the request. ``card``: the message clicked, if the click came from one;
         ``via``: the one attempt this decision is part of (kept in its audit row);
-        ``attempt_key``: an idempotency key: a redo with it records and claims nothing."""
+        ``attempt_key``: an idempotency key: a redo with it records and claims nothing;
+        ``ping``: tell the remaining reviewers of a sign-off that left more to give (a caller
+        deciding several actions at once passes ``False`` and calls ``ping_reviewers`` once)."""
         attempt = Attempt(
             actor=actor,
             decision=decision,
@@ -297,7 +306,15 @@ class ApprovalEngine:
             self.announcer.show_card(result.approval)
             if result.completed:
                 self._resume(result.approval.id, run_id=result.approval.run.id)
+            elif ping and result.progressed:
+                self.ping_reviewers(
+                    result.approval.id, action_ids=result.progressed, after=actor.user_id
+                )
         return result
+
+    def ping_reviewers(self, request_id: str, *, action_ids: tuple[str, ...], after: str) -> None:
+        """Tell who can still sign off these actions that ``after`` just did."""
+        self.announcer.ping(request_id, action_ids=action_ids, after=after)
 
     # Background ---------------------------------------------------------------------------
 

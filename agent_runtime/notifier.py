@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from agent_runtime.reach import Reach
 from agent_runtime.views import ApprovalView, Reviewers, RunView
 
 
@@ -20,6 +21,10 @@ class Notifier(Protocol):
 
     def approval_updated(self, approval: ApprovalView) -> None:
         """Re-render the card after a decision, a resume or an invalidation."""
+
+    def reviewers_needed(self, approval: ApprovalView, reach: Reach, *, after: str | None) -> None:
+        """Ping the reviewers who can act now (mentions where the card is, direct messages
+        linking to it); ``after``: the reviewer whose sign-off left more to give."""
 
     def find_card(self, approval: ApprovalView) -> MessageRef | None:
         """Where this approval's card already is, if it was posted though its post seemed to
@@ -47,6 +52,9 @@ class NullNotifier:
         return None
 
     def approval_updated(self, approval: ApprovalView) -> None:
+        return None
+
+    def reviewers_needed(self, approval: ApprovalView, reach: Reach, *, after: str | None) -> None:
         return None
 
     def find_card(self, approval: ApprovalView) -> MessageRef | None:

@@ -19,6 +19,10 @@ from agent_runtime.errors import PolicyError
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 Risk = Literal["none", "low", "medium", "high"]
+Notify = Literal["mention", "dm", "none"]
+"""How eligible reviewers hear that a card needs them: a mention where the card is, a direct
+message linking to it, or nothing (they watch the channel themselves)."""
+ChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,20}$")]
 REQUESTER_ROLE = "requester"
 ADMINS_ROLE = "admins"
 """The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
@@ -50,7 +54,8 @@ class Defaults(_Strict):
     expires_after: Duration = dt.timedelta(hours=4)
     on_expiry: Literal["reject"] = "reject"
     remind_after: Duration | None = dt.timedelta(hours=1)
-    escalation_channel: str | None = Field(default=None, pattern=r"^[CG][A-Z0-9]{2,20}$")
+    escalation_channel: ChannelId | None = None
+    notify: Notify = "mention"
 
 
 Scalar = str | int | float | bool | None
@@ -82,6 +87,9 @@ When = dict[str, Annotated[Condition, BeforeValidator(_condition)]]
 class Role(_Strict):
     users: tuple[str, ...] = ()
     usergroups: tuple[str, ...] = ()
+    notify: Notify | None = None
+    review_channel: ChannelId | None = None
+    """Cards this role reviews are posted here (unless the tool names its own channel)."""
 
 
 class ToolRule(_Strict):
@@ -93,6 +101,10 @@ class ToolRule(_Strict):
     self_approval: bool = False
     expires_after: Duration | None = None
     when: When | None = None
+    notify: Notify | None = None
+    """Overrides the approver roles' ``notify`` for this tool."""
+    review_channel: ChannelId | None = None
+    """Cards of this tool are posted here, with a link to the run's thread."""
     constraints: dict[str, ArgConstraint] | None = None
     """Per argument: allowed values, a pattern, allowed domains, a length limit, or locked (an
     edit may not change it). Checked on the call as proposed and again on every edit."""
@@ -178,6 +190,24 @@ class Policy(_Strict):
         """An interrupt expires with its most urgent action."""
         spans = [self.rule_for(n).expires_after or self.defaults.expires_after for n in tool_names]
         return min(spans, default=self.defaults.expires_after)
+
+    def notify_for(self, tool_name: str, role: str) -> Notify:
+        """The tool's choice, else the role's, else the default."""
+        spec = self.roles.get(role)
+        return (
+            self.rule_for(tool_name).notify
+            or (spec.notify if spec is not None else None)
+            or self.defaults.notify
+        )
+
+    def review_channel_for(self, tool_name: str) -> str | None:
+        """The tool's review channel, else that of the first of its approver roles naming one;
+        ``None``: the card goes to the run's thread."""
+        rule = self.rule_for(tool_name)
+        if rule.review_channel:
+            return rule.review_channel
+        specs = (self.roles.get(role) for role in rule.approvers)
+        return next((s.review_channel for s in specs if s is not None and s.review_channel), None)
 
     def is_member(
         self, user_id: str, role: str, *, usergroup_members: Callable[[str], frozenset[str]]

@@ -76,7 +76,15 @@ def build_request(
         if subagent:
             action.extra = {**(action.extra or {}), "subagent": subagent}
         actions.append(action)
+    request.review_channel = _review_channel(policy, actions)
     return request, actions
+
+
+def _review_channel(policy: Policy, actions: list[Action]) -> str | None:
+    """The first action that waits on people and whose policy names a review channel decides
+    where the one card of the interrupt goes."""
+    waiting = (a.tool_name for a in actions if a.outcome is None)
+    return next((c for c in map(policy.review_channel_for, waiting) if c), None)
 
 
 def _action(

@@ -87,6 +87,19 @@ class ApprovalView:
     card_channel: str | None
     card_ts: str | None
     actions: tuple[ActionView, ...]
+    review_channel: str | None = None
+    """Where the policy sends the card; ``None``: the run's thread."""
+
+    @property
+    def away_from_run(self) -> bool:
+        """The card lives in a review channel, not in the run's thread."""
+        return bool(self.review_channel) and self.review_channel != self.run.channel_id
+
+    @property
+    def card_channels(self) -> tuple[str, ...]:
+        """Where people can see this card: a click from anywhere else reads nothing."""
+        found = (self.run.channel_id, self.review_channel, self.card_channel)
+        return tuple(dict.fromkeys(c for c in found if c))
 
     @property
     def approvable(self) -> tuple[ActionView, ...]:
@@ -160,4 +173,5 @@ def approval_view(request: ApprovalRequest) -> ApprovalView:
         card_channel=request.card_channel,
         card_ts=request.card_ts,
         actions=tuple(action_view(a) for a in request.actions),
+        review_channel=request.review_channel,
     )

@@ -74,6 +74,19 @@ class Demo:
             )
         )
 
+    def show_pings(self, root: Message) -> None:
+        """The reviewers the policy names hear of the card: release managers by a mention in
+        the thread, security (``notify: dm``) by a direct message linking to it."""
+        ping = self.state.wait_for(
+            lambda: next(
+                (m for m in self.state.thread(people.CHANNEL, root.ts) if "needs your" in m.text),
+                None,
+            )
+        )
+        self.show("approval-bot, in the thread (pinging the reviewers)", ping)
+        dm = self.state.wait_for(lambda: next(iter(self.state.dm_with(people.SECURITY)), None))
+        self.show(f"approval-bot, direct message to @{self.state.users[people.SECURITY]}", dm)
+
     def run(self) -> int:
         users = self.state.users
         self.say(f"#changes  @{users[people.REQUESTER]}: /agent (two actions)")
@@ -84,6 +97,7 @@ class Demo:
         self.show("approval-bot, in #changes", root)
         card = self.card(root)
         self.show("approval-bot, in the thread", card)
+        self.show_pings(root)
 
         approve_send = next(b for b in buttons(card) if b.text == "Approve")
         reject_delete = [b for b in buttons(card) if b.text == "Reject"][1]

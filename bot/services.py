@@ -185,7 +185,10 @@ class BotServices:
             approval = self.engine.approval_of_action(drop.action_id)
         else:
             approval = self.engine.approval(drop.request_id) if drop.request_id else None
-        return approval.card_channel if approval else None
+        if approval is None:
+            return None
+        # Before its reference is stored, the card is where the policy sends it.
+        return approval.card_channel or approval.card_channels[-1]
 
 
 def services_of(context: BoltContext) -> BotServices:

@@ -1,22 +1,27 @@
-"""The engine's notifier, implemented with Slack: cards in the run's thread, updates, results."""
+"""The engine's notifier, implemented with Slack: cards (in the run's thread, or in the policy's
+review channel with a line in the thread pointing at them), pings and direct messages to
+reviewers, updates, results."""
 
 from __future__ import annotations
 
 import logging
-import re
-from typing import TypedDict
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from agent_runtime.notifier import MessageRef
+from agent_runtime.reach import Reach
 from agent_runtime.views import ApprovalView, Reviewers, RunView
 from bot.blocks.approval_card import approval_card
 from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
-from bot.text import mention
+from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 
 logger = logging.getLogger(__name__)
-_GROUP_ID = re.compile(r"^S[A-Z0-9]{2,20}$")
+HISTORY_PAGES = 5
+"""How far back ``find_card`` looks in a review channel (pages of 200): a card is looked for
+seconds after its post, so it is among the newest messages."""
 
 
 class Unfurl(TypedDict):
@@ -37,29 +42,81 @@ class SlackNotifier:
         self._bot_user: str | None = None
 
     def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
-        """Tagged with the request id, so ``find_card`` can tell it apart later."""
+        """Tagged with the request id, so ``find_card`` can tell it apart later. A card for a
+        review channel goes there, top level, and the run's thread gets a line linking to it."""
+        review = approval.review_channel if approval.away_from_run else None
         response = self._card_poster.chat_postMessage(
-            channel=approval.run.channel_id,
-            thread_ts=approval.run.thread_ts,
+            channel=review or approval.run.channel_id,
+            thread_ts=None if review else approval.run.thread_ts,
             metadata={"event_type": CARD_EVENT, "event_payload": {"request_id": approval.id}},
             **approval_card(approval, workspace_url=self.workspace_url),
             **NO_UNFURL,
         )
-        return MessageRef(channel=response["channel"], ts=response["ts"])
+        ref = MessageRef(channel=response["channel"], ts=response["ts"])
+        if review:
+            self._point_run_at(approval, ref)
+        return ref
+
+    def _point_run_at(self, approval: ApprovalView, card: MessageRef) -> None:
+        """Not retried: the card itself links back to the run, and is what matters."""
+        try:
+            line = card_elsewhere(approval, channel=card.channel, link=self._permalink(card))
+            self.client.chat_postMessage(
+                channel=approval.run.channel_id,
+                thread_ts=approval.run.thread_ts,
+                **line,
+                **NO_UNFURL,
+            )
+        except Exception:
+            logger.exception("could not point the thread of %s at its card", approval.run.id)
+
+    def _permalink(self, message: MessageRef) -> str | None:
+        """Slack's own link (right for thread replies and Enterprise Grid), or None."""
+        try:
+            answer = self.client.chat_getPermalink(channel=message.channel, message_ts=message.ts)
+        except Exception:
+            logger.warning("no permalink for %s in %s", message.ts, message.channel)
+            return None
+        link = answer.get("permalink")
+        return link if isinstance(link, str) else None
 
     def find_card(self, approval: ApprovalView) -> MessageRef | None:
-        """Our message in the run's thread whose metadata names this request (needs the
-        ``channels:history`` / ``groups:history`` scopes). Cards are always posted in the run's
-        thread: without one there is nothing to look through."""
+        """Our message whose metadata names this request, where the card is posted: the run's
+        thread (``conversations.replies``), or the newest messages of the review channel
+        (``conversations.history``); needs ``channels:history`` / ``groups:history``."""
+        if approval.away_from_run and approval.review_channel:
+            channel = approval.review_channel
+            return self._scan(
+                approval,
+                channel,
+                lambda c: self.client.conversations_history(
+                    channel=channel, include_all_metadata=True, limit=200, cursor=c
+                ),
+                pages=HISTORY_PAGES,
+            )
         channel, thread = approval.run.channel_id, approval.run.thread_ts
         if not thread:
             return None
+        return self._scan(
+            approval,
+            channel,
+            lambda c: self.client.conversations_replies(
+                channel=channel, ts=thread, include_all_metadata=True, limit=200, cursor=c
+            ),
+        )
+
+    def _scan(
+        self,
+        approval: ApprovalView,
+        channel: str,
+        read: Callable[[str | None], Any],
+        *,
+        pages: int | None = None,
+    ) -> MessageRef | None:
         me = self._me()
         cursor = None
-        while True:
-            page = self.client.conversations_replies(
-                channel=channel, ts=thread, include_all_metadata=True, limit=200, cursor=cursor
-            )
+        while pages is None or pages > 0:
+            page = read(cursor)
             for message in page.get("messages") or []:
                 meta = message.get("metadata") or {}
                 if (
@@ -71,6 +128,8 @@ class SlackNotifier:
             cursor = (page.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
                 return None
+            pages = None if pages is None else pages - 1
+        return None
 
     def _me(self) -> str | None:
         """The bot's own user id: only its messages can be its cards."""
@@ -112,11 +171,45 @@ class SlackNotifier:
             "rejected and did not run.",
         )
 
+    def reviewers_needed(self, approval: ApprovalView, reach: Reach, *, after: str | None) -> None:
+        """A reply under the card (a mention in a new message notifies; a mention added by
+        redrawing the card would not), and a direct message to each reviewer who asked for
+        one, linking to the card. One failed direct message does not stop the others."""
+        if approval.card_channel is None or approval.card_ts is None:
+            return
+        channel, thread = _card_place(approval)
+        if mentions(reach.mention):
+            self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread,
+                **reviewers_ping(approval, reach.mention, after=after),
+                **NO_UNFURL,
+            )
+        if not reach.direct:
+            return
+        link = self._permalink(MessageRef(channel=approval.card_channel, ts=approval.card_ts))
+        message = reviewer_dm(approval, link=link, after=after)
+        for user in reach.direct:
+            try:
+                opened = self.client.conversations_open(users=user)
+                self.client.chat_postMessage(
+                    channel=opened["channel"]["id"], **message, **NO_UNFURL
+                )
+            except Exception:
+                logger.exception("could not send %s a direct message about %s", user, approval.id)
+
     def approval_reminder(
         self, approval: ApprovalView, reviewers: Reviewers, escalation_channel: str | None
     ) -> None:
-        who = _reviewer_mentions(reviewers)
-        self._thread(approval, f"Reminder: {who}, approval {approval.id} is still waiting for you.")
+        """Where the card is: a card in a review channel is reminded of there, in its thread."""
+        who = mentions(reviewers) or "the approvers"
+        channel, thread = _card_place(approval)
+        self.client.chat_postMessage(
+            channel=channel,
+            thread_ts=thread,
+            text=f"Reminder: {who}, approval {approval.id} is still waiting for you.",
+            **NO_UNFURL,
+        )
         if escalation_channel:
             self.client.chat_postMessage(
                 channel=escalation_channel,
@@ -160,8 +253,12 @@ def _single_attempt(client: WebClient) -> WebClient:
     )
 
 
-def _reviewer_mentions(reviewers: Reviewers) -> str:
-    """Mentions we build from policy ids, never from agent text."""
-    parts = [mention(u) for u in reviewers.users]
-    parts += [f"<!subteam^{g}>" for g in reviewers.usergroups if _GROUP_ID.match(g)]
-    return " ".join(parts) or "the approvers"
+def _card_place(approval: ApprovalView) -> tuple[str, str | None]:
+    """Channel and thread where messages about a card go: the run's thread for a card in it,
+    the card's own thread for one in a review channel (or before the card is known, the run's)."""
+    run = approval.run
+    if approval.card_channel is None or approval.card_ts is None:
+        return run.channel_id, run.thread_ts
+    if approval.card_channel == run.channel_id and run.thread_ts:
+        return run.channel_id, run.thread_ts
+    return approval.card_channel, approval.card_ts

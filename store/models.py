@@ -113,6 +113,9 @@ class ApprovalRequest(Base):
     reminded_at: Mapped[dt.datetime | None] = mapped_column()
     card_status: Mapped[str | None] = mapped_column(String(16))
     """The status the card in Slack last showed; differs from ``status`` after a crash."""
+    review_channel: Mapped[str | None] = mapped_column(String(32))
+    """Where the policy sends the card, chosen when the interrupt was recorded; ``None``: the
+    run's thread."""
 
     run: Mapped[Run] = relationship(back_populates="requests")
     actions: Mapped[list[Action]] = relationship(

@@ -56,6 +56,8 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
             f"*Request:* {verbatim(approval.run.request_text, 600)}"
         ),
     ]
+    if approval.away_from_run:
+        head.append(_context(_origin(approval, workspace_url)))
     compact = len(approval.actions) > FULL_ACTIONS
     body: list[dict[str, Any]] = []
     tail = _tail(approval, workspace_url, bulk=approve_all_row(approval))
@@ -254,16 +256,30 @@ def _decided_line(action: ActionView) -> str:
     return "\n".join(lines)
 
 
-def _run_link(approval: ApprovalView, workspace_url: str | None) -> str:
-    """A link to the run's root message, built from ids we hold (never from agent text)."""
+def _thread_url(approval: ApprovalView, workspace_url: str | None) -> str | None:
+    """The run's root message, built from ids we hold (never from agent text). Built, not
+    asked of Slack: the card is a pure function of the approval, redrawn often."""
     run = approval.run
     ts = run.thread_ts or ""
     if not workspace_url or not _SAFE_URL.match(workspace_url) or not _TS.match(ts):
-        return f"run {run.id}"
+        return None
     if not _CHANNEL.match(run.channel_id):
-        return f"run {run.id}"
-    url = f"{workspace_url.rstrip('/')}/archives/{run.channel_id}/p{ts.replace('.', '')}"
-    return f"<{url}|run {run.id}>"
+        return None
+    return f"{workspace_url.rstrip('/')}/archives/{run.channel_id}/p{ts.replace('.', '')}"
+
+
+def _run_link(approval: ApprovalView, workspace_url: str | None) -> str:
+    url = _thread_url(approval, workspace_url)
+    return f"<{url}|run {approval.run.id}>" if url else f"run {approval.run.id}"
+
+
+def _origin(approval: ApprovalView, workspace_url: str | None) -> str:
+    """On a card in a review channel: where the run is, and a link to its thread."""
+    channel = approval.run.channel_id
+    where = f"<#{channel}>" if _CHANNEL.match(channel) else mrkdwn(channel, 40)
+    url = _thread_url(approval, workspace_url)
+    thread = f"<{url}|open the run's thread>" if url else f"run {approval.run.id}"
+    return f"Requested in {where}  ·  {thread}"
 
 
 def _footer(approval: ApprovalView, workspace_url: str | None = None) -> str:

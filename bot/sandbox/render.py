@@ -10,11 +10,17 @@ from bot.sandbox.state import Ephemeral, Message
 
 _MENTION = re.compile(r"<@([A-Z0-9]+)>")
 _DATE = re.compile(r"<!date\^[^|>]*\|([^>]*)>")
+_GROUP = re.compile(r"<!subteam\^([A-Z0-9]+)>")
+_CHANNEL = re.compile(r"<#([A-Z0-9]+)>")
+_LINK = re.compile(r"<(https?://[^|>]+)\|([^>]*)>")
 
 
 def mrkdwn_to_text(text: str, users: dict[str, str]) -> str:
     text = _MENTION.sub(lambda m: "@" + users.get(m.group(1), m.group(1)), text)
     text = _DATE.sub(lambda m: m.group(1), text)
+    text = _GROUP.sub(lambda m: "@group:" + m.group(1), text)
+    text = _CHANNEL.sub(lambda m: "#" + m.group(1), text)
+    text = _LINK.sub(lambda m: f"{m.group(2)} [{m.group(1)}]", text)
     return html.unescape(text)
 
 

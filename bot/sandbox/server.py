@@ -185,6 +185,40 @@ class SlackSandbox:
             "response_metadata": {"next_cursor": str(end) if end < len(thread) else ""},
         }
 
+    def _m_conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A channel's top-level messages, newest first, in pages (metadata only if asked)."""
+        channel = str(args.get("channel") or "")
+        newest_first = list(reversed(self.state.top_level(channel)))
+        start = int(args.get("cursor") or 0)
+        end = start + max(1, min(int(args.get("limit") or 100), 1000))
+        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        more = end < len(newest_first)
+        return {
+            "messages": [m.as_json(metadata=metadata) for m in newest_first[start:end]],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(end) if more else ""},
+        }
+
+    def _m_conversations_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A direct message with one user (a D... channel, the same each time)."""
+        users = [u for u in str(args.get("users") or "").split(",") if u]
+        if len(users) != 1:
+            raise SlackApiError("not_enough_users" if not users else "too_many_users")
+        if users[0] not in self.state.users:
+            raise SlackApiError("user_not_found")
+        channel = self.state.change(lambda: self.state.open_dm(users[0]))
+        return {"channel": {"id": channel}}
+
+    def _m_chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(args.get("channel") or ""), str(args.get("message_ts") or "")
+        message = self.state.message(channel, ts)
+        if message is None:
+            raise SlackApiError("message_not_found")
+        link = f"{self.base_url}archives/{channel}/p{ts.replace('.', '')}"
+        if message.thread_ts:
+            link += f"?thread_ts={message.thread_ts}&cid={channel}"
+        return {"channel": channel, "permalink": link}
+
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, user = args.get("channel"), args.get("user")
         if not channel or not user:

@@ -75,6 +75,8 @@ class SandboxState:
     calls: list[str] = field(default_factory=list)
     triggers: dict[str, tuple[str, float]] = field(default_factory=dict)
     response_urls: dict[str, int] = field(default_factory=dict)
+    dms: dict[str, str] = field(default_factory=dict)
+    """User id -> the id of the bot's direct message channel with them."""
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -113,6 +115,10 @@ class SandboxState:
             return "expired_trigger_id", issued[0]
         return None, issued[0]
 
+    def open_dm(self, user: str) -> str:
+        """Call inside ``change``: the direct message channel with ``user``, made once."""
+        return self.dms.setdefault(user, f"D{user.removeprefix('U')}")
+
     # Queries used by tests and the demo --------------------------------------------------
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
@@ -133,6 +139,12 @@ class SandboxState:
         if latest is None:
             raise KeyError(f"message {message.ts} is gone from {message.channel}")
         return latest
+
+    def dm_with(self, user: str) -> list[Message]:
+        """What the bot sent ``user`` in a direct message."""
+        with self._cond:
+            channel = self.dms.get(user)
+            return [m for m in self.messages if channel and m.channel == channel]
 
     def ephemerals_for(self, user: str) -> list[Ephemeral]:
         with self._cond:

@@ -33,6 +33,7 @@ class Recorder:
     expired: list = field(default_factory=list)
     reminded: list = field(default_factory=list)
     blocked: list = field(default_factory=list)
+    pinged: list = field(default_factory=list)
 
     def approval_requested(self, approval):  # type: ignore[no-untyped-def]
         self.requested.append(approval)
@@ -43,6 +44,9 @@ class Recorder:
 
     def find_card(self, approval):  # type: ignore[no-untyped-def]
         return None
+
+    def reviewers_needed(self, approval, reach, *, after):  # type: ignore[no-untyped-def]
+        self.pinged.append((approval, reach, after))
 
     def run_finished(self, run):  # type: ignore[no-untyped-def]
         self.finished.append(run)

@@ -116,6 +116,7 @@ STATES = {
         outcome="the run was cancelled",
         run=dataclasses.replace(RUN, status="cancelled", cancelled_by="U0OPS1", cancelled_at=AT),
     ),
+    "in_review_channel": approval(review_channel="C0REVIEW", card_channel="C0REVIEW"),
 }
 
 
@@ -236,6 +237,16 @@ def test_the_run_id_links_to_the_run_thread_when_the_workspace_url_is_known():
     assert "<https://acme.slack.com/archives/C1/p10|run run_1>" in footer
     hostile = approval_card(STATES["pending"], workspace_url="https://x.com/<!channel>")
     assert "run run_1" in json.dumps(hostile) and "archives" not in json.dumps(hostile)
+
+
+def test_a_card_in_a_review_channel_links_to_the_run_thread():
+    card = approval_card(STATES["in_review_channel"], workspace_url="https://acme.slack.com/")
+    origin = card["blocks"][2]["elements"][0]["text"]
+    assert origin == (
+        "Requested in <#C1>  ·  <https://acme.slack.com/archives/C1/p10|open the run's thread>"
+    )
+    at_home = approval_card(STATES["pending"], workspace_url="https://acme.slack.com/")
+    assert "Requested in" not in json.dumps(at_home)
 
 
 def test_an_edited_action_always_offers_the_whole_edited_version():

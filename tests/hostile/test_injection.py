@@ -38,6 +38,9 @@ LIVE = re.compile(r"<(?:[@#!]|https?:|mailto:)")
 OURS = re.compile(
     r"<@U0(?:ALICE|REL1|REL2|SEC1|MALLORY|GINA)>|<!date\^\d+\^[^|>]*\|[^>]*>|<!subteam\^S0RELMGR>"
     r"|<http://127\.0\.0\.1:\d+/archives/C0CHANGES/p\d+\|run run_[0-9a-f]+>"
+    # A reviewer's direct message: where the card is, and Slack's permalink to it.
+    r"|<#C0CHANGES>|<http://127\.0\.0\.1:\d+/archives/C0CHANGES/p\d+\?thread_ts=[\d.]+&cid=C0CHANGES"
+    r"\|open the card>"
 )
 
 

@@ -141,21 +141,10 @@ def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -
         _refuse_all(services, request_id, actor, refusal, via=via)
         tell(services, channel, actor.user_id, text=refusal_text(refusal))
         return
-    approved, refusals = len(set(earlier) - {a.id for a in approvable}), list[Refusal]()
-    for action in approvable:
-        result = services.engine.decide(
-            action_id=action.id,
-            actor=actor,
-            decision="approve",
-            seen_hash=earlier.get(action.id, action.action_hash),
-            card=work.card_ref,
-            via=via,
-            attempt_key=attempt_key,
-        )
-        if result.refusal is None:
-            approved += 1
-        else:
-            refusals.append(result.refusal)
+    approved, refusals = _approve_each(
+        services, approvable, work, earlier=earlier, via=via, attempt_key=attempt_key
+    )
+    approved += len(set(earlier) - {a.id for a in approvable})
     services.metrics.inc("decisions_recorded", approved)
     if not approved:
         first = refusals[0] if refusals else Refusal.ALREADY_DECIDED
@@ -168,6 +157,42 @@ def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -
             text=f"You approved {approved} action(s); {len(refusals)} need another reviewer or "
             "were already decided.",
         )
+
+
+def _approve_each(
+    services: BotServices,
+    approvable: tuple[ActionView, ...],
+    work: Work,
+    *,
+    earlier: dict[str, str],
+    via: dict[str, str],
+    attempt_key: str | None,
+) -> tuple[int, list[Refusal]]:
+    """Each action at the version the card showed; then one ping for the whole click, naming
+    who can still sign off any action it left waiting for more approvals."""
+    approved, refusals, progressed = 0, list[Refusal](), list[str]()
+    for action in approvable:
+        result = services.engine.decide(
+            action_id=action.id,
+            actor=work.who,
+            decision="approve",
+            seen_hash=earlier.get(action.id, action.action_hash),
+            card=work.card_ref,
+            via=via,
+            attempt_key=attempt_key,
+            ping=False,
+        )
+        if result.refusal is None:
+            approved += 1
+            progressed += result.progressed
+        else:
+            refusals.append(result.refusal)
+    if progressed:
+        request_id = (work.request_id or "")[:64]
+        services.engine.ping_reviewers(
+            request_id, action_ids=tuple(progressed), after=work.who.user_id
+        )
+    return approved, refusals
 
 
 def _recorded_by(services: BotServices, request_id: str, attempt_key: str | None) -> dict[str, str]:

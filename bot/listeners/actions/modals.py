@@ -110,7 +110,7 @@ def on_view_args(ack: Ack, context: BoltContext, client: WebClient) -> None:
     if (
         target is None
         or approval is None
-        or (approval.run.channel_id and click.channel_id not in (None, approval.run.channel_id))
+        or click.channel_id not in (None, *approval.card_channels)
     ):
         services.run_later(
             click.drop(),

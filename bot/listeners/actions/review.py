@@ -52,7 +52,7 @@ def _in_channel(services: BotServices, approval_id: str, click: Click) -> bool:
     approval = services.engine.approval(approval_id)
     if approval is None:
         return False
-    return click.channel_id in (None, approval.run.channel_id)
+    return click.channel_id in (None, *approval.card_channels)
 
 
 def on_review_all(ack: Ack, context: BoltContext, client: WebClient) -> None:
