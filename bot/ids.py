@@ -15,6 +15,8 @@ class ActionId(enum.StrEnum):
     VIEW_ARGS_PAGE = "approval.view_args_page"
     REVIEW_ALL = "approval.review_all"
     REVIEW_PAGE = "approval.review_page"
+    APPROVALS_PAGE = "approvals.page"
+    """A page of ``/approvals``: the value is the request id the page starts after."""
 
 
 class CallbackId(enum.StrEnum):
@@ -40,6 +42,7 @@ class InputId(enum.StrEnum):
 
 
 SLASH_COMMAND = "/agent"
+APPROVALS_COMMAND = "/approvals"
 
 
 def choice_value(target_id: str, version: str) -> str:

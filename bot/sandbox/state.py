@@ -75,6 +75,9 @@ class SandboxState:
     calls: list[str] = field(default_factory=list)
     triggers: dict[str, tuple[str, float]] = field(default_factory=dict)
     response_urls: dict[str, int] = field(default_factory=dict)
+    homes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The last Home tab view published for each user."""
+    home_publishes: dict[str, int] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -113,7 +116,16 @@ class SandboxState:
             return "expired_trigger_id", issued[0]
         return None, issued[0]
 
+    def publish_home(self, user: str, view: dict[str, Any]) -> None:
+        """Call within ``change``."""
+        self.homes[user] = view
+        self.home_publishes[user] = self.home_publishes.get(user, 0) + 1
+
     # Queries used by tests and the demo --------------------------------------------------
+
+    def home_of(self, user: str) -> dict[str, Any] | None:
+        with self._cond:
+            return self.homes.get(user)
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
         with self._cond:

@@ -49,9 +49,9 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env,
 def _exact(env: Env, actor: Actor) -> list[str]:
     """Every request, checked one by one with the rules a click is checked with."""
     with env.db.transaction() as s:
-        views = [approval_view(r) for r in s.scalars(select(ApprovalRequest))]
+        views = [(r.created_at, approval_view(r)) for r in s.scalars(select(ApprovalRequest))]
     mine = []
-    for view in views:
+    for created_at, view in views:
         for a in view.actions:
             facts = ActionFacts(
                 request_status=view.status,
@@ -72,7 +72,7 @@ def _exact(env: Env, actor: Actor) -> list[str]:
             )
             still_open = view.status == RequestStatus.PENDING and a.outcome is None
             if still_open and refusal is None and actor.user_id not in a.approvers:
-                mine.append((view.expires_at, view.id))
+                mine.append((created_at, view.id))  # oldest first
                 break
     return [rid for _, rid in sorted(mine)]
 

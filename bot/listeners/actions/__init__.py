@@ -5,6 +5,7 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.ids import ActionId
+from bot.listeners.actions.approvals_page import on_approvals_page
 from bot.listeners.actions.decide import on_approve, on_approve_all
 from bot.listeners.actions.modals import (
     on_edit,
@@ -28,5 +29,6 @@ def register(app: App) -> None:
         (ActionId.VIEW_ARGS_PAGE, on_view_args_page),
         (ActionId.REVIEW_ALL, on_review_all),
         (ActionId.REVIEW_PAGE, on_review_page),
+        (ActionId.APPROVALS_PAGE, on_approvals_page),
     ):
         app.action({"type": "block_actions", "action_id": str(action_id)})(listener)
