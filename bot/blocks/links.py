@@ -33,5 +33,6 @@ def message_url(
 
 
 def linked(url: str | None, label: str) -> str:
-    """``label`` (already safe mrkdwn without ``|`` or ``>``) as a link when there is a URL."""
-    return f"<{url}|{label}>" if url else label
+    """``label`` (already safe mrkdwn without ``|`` or ``>``) as a link when there is a URL
+    (its ``&`` escaped, as everywhere in mrkdwn)."""
+    return f"<{url.replace('&', '&amp;')}|{label}>" if url else label

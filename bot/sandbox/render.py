@@ -10,11 +10,13 @@ from bot.sandbox.state import Ephemeral, Message
 
 _MENTION = re.compile(r"<@([A-Z0-9]+)>")
 _DATE = re.compile(r"<!date\^[^|>]*\|([^>]*)>")
+_LINK = re.compile(r"<(?:https?://[^|>]*)\|([^>]*)>")
 
 
 def mrkdwn_to_text(text: str, users: dict[str, str]) -> str:
     text = _MENTION.sub(lambda m: "@" + users.get(m.group(1), m.group(1)), text)
     text = _DATE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(lambda m: m.group(1), text)
     return html.unescape(text)
 
 
@@ -40,6 +42,14 @@ def render_message(message: Message | Ephemeral, users: dict[str, str]) -> str:
         lines.extend(_block_lines(block, users))
     if not lines:
         lines = mrkdwn_to_text(message.text, users).splitlines()
+    return "\n".join(lines)
+
+
+def render_view(view: dict[str, Any], users: dict[str, str]) -> str:
+    """A modal or a Home tab, block by block."""
+    lines: list[str] = []
+    for block in view.get("blocks", []):
+        lines.extend(_block_lines(block, users))
     return "\n".join(lines)
 
 

@@ -72,7 +72,7 @@ def test_a_reviewer_lists_the_pending_card_with_a_link_to_it(serve_bot, sqlite_u
     waiting, theirs = _mine_and_theirs(answer)
     assert request_id in waiting and "send_external_message" in waiting
     link = f"{h.sandbox.base_url}archives/{card.channel}/p{card.ts.replace('.', '')}"
-    expected = f"<{link}?thread_ts={card.thread_ts}&cid={card.channel}|Approval {request_id}>"
+    expected = f"<{link}?thread_ts={card.thread_ts}&amp;cid={card.channel}|Approval {request_id}>"
     assert expected in waiting
     assert "medium" in waiting and f"<@{people.REQUESTER}>" in waiting and "<!date^" in waiting
     assert theirs == "", "the reviewer asked for nothing"
