@@ -103,11 +103,13 @@ def test_an_outsider_sees_an_empty_list_and_nothing_of_others(serve_bot, sqlite_
 
 
 def test_the_requester_sees_their_request_but_not_as_theirs_to_decide(serve_bot, sqlite_url):
+    """A release manager's own run: they hold an approver role of its tool, but self-approval
+    is forbidden for it."""
     h = serve_bot(sqlite_url)
-    start_run(h, SEND)  # self-approval is forbidden for it
+    start_run(h, SEND, user=people.RELEASE_MANAGER)
     (request_id,) = _request_ids(h)
 
-    answer = approvals(h, people.REQUESTER)
+    answer = approvals(h, people.RELEASE_MANAGER)
 
     _valid(answer["blocks"])
     waiting, theirs = _mine_and_theirs(answer)

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -100,6 +101,12 @@ def test_a_full_home_tab_stays_within_100_blocks_and_points_to_approvals():
     view = home_view(home, workspace_url=WORKSPACE)
     View(**view).validate_json()
     assert len(view["blocks"]) <= 100
+    rows, section = Counter[str](), ""
+    for block in view["blocks"]:
+        if block["type"] == "header":
+            section = block["text"]["text"]
+        rows[section] += block["type"] == "section"
+    assert rows == {"Waiting on you": 15, "Your runs": 10, "Recently decided by you": 10}
     rendered = json.dumps(view, ensure_ascii=False)
     assert rendered.count("more — use `/approvals`") == 3
     assert "and 35+ more" in rendered and "and 40+ more" in rendered
