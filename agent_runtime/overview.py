@@ -70,6 +70,12 @@ class Overview:
             found = HomeViewers(s).among(user_ids, limit=limit)
         return [Actor(v.user_id, v.team_id, v.enterprise_id) for v in found]
 
+    def other_viewers(self, user_ids: Collection[str]) -> bool:
+        """Whether anyone but ``user_ids`` has opened the Home tab (if not, user groups need
+        not be asked for their members)."""
+        with self.db.transaction() as s:
+            return HomeViewers(s).any_besides(user_ids)
+
     def people_of(self, approval: ApprovalView) -> Reviewers:
         """Whose lists an approval is on: its requester, everyone who decided on it and every
         holder of an approver role (users, and user groups to expand)."""

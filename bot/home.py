@@ -71,7 +71,11 @@ class HomeTab:
             logger.warning("home refresh pool full; %d users not refreshed", len(people.users))
 
     def _refresh(self, people: Reviewers) -> None:
-        users = set(people.users) | set(self._members(people.usergroups))
+        users = set(people.users)
+        if people.usergroups and self.overview.other_viewers(users):
+            # Slack is asked for a group's members (rate limited, cached) only when someone
+            # besides the named users has opened the Home tab at all.
+            users |= set(self._members(people.usergroups))
         for actor in self.overview.viewers_among(users, limit=MAX_REFRESH):
             with self._lock:
                 if actor.user_id in self._queued:

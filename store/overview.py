@@ -126,3 +126,8 @@ class HomeViewers:
             Viewer(user_id=v.user_id, team_id=v.team_id, enterprise_id=v.enterprise_id)
             for v in self.session.scalars(stmt)
         ]
+
+    def any_besides(self, user_ids: Collection[str]) -> bool:
+        """Has anyone but ``user_ids`` opened the Home tab?"""
+        stmt = select(HomeViewer.user_id).where(HomeViewer.user_id.not_in(sorted(user_ids)))
+        return self.session.scalar(stmt.limit(1)) is not None

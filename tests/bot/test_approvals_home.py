@@ -230,7 +230,9 @@ def test_a_decision_republishes_the_home_of_those_who_opened_it(serve_bot, sqlit
     (request_id,) = _request_ids(h)
     h.driver.open_home(user=people.RELEASE_MANAGER)
     h.driver.open_home(user=people.RELEASE_MANAGER_2)
+    h.driver.open_home(user=people.GROUP_ONLY)  # a reviewer through the user group only
     assert request_id in _sections(_home(h, people.RELEASE_MANAGER_2))["Waiting on you"]
+    assert request_id in _sections(_home(h, people.GROUP_ONLY))["Waiting on you"]
     _home(h, people.RELEASE_MANAGER)
 
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
@@ -252,6 +254,12 @@ def test_a_decision_republishes_the_home_of_those_who_opened_it(serve_bot, sqlit
         )
     )
     View(**other).validate_json()
+    grouped = h.state.wait_for(
+        lambda: (v := h.state.home_of(people.GROUP_ONLY))
+        and request_id not in _sections(v)["Waiting on you"]
+        and v
+    )
+    View(**grouped).validate_json()
     assert h.bot.settle(timeout=30)
     assert people.SECURITY not in h.state.home_publishes, "never opened it: not published"
     assert people.REQUESTER not in h.state.home_publishes
