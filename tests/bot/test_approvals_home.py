@@ -255,9 +255,11 @@ def test_a_decision_republishes_the_home_of_those_who_opened_it(serve_bot, sqlit
     )
     View(**other).validate_json()
     grouped = h.state.wait_for(
-        lambda: (v := h.state.home_of(people.GROUP_ONLY))
-        and request_id not in _sections(v)["Waiting on you"]
-        and v
+        lambda: (
+            (v := h.state.home_of(people.GROUP_ONLY))
+            and request_id not in _sections(v)["Waiting on you"]
+            and v
+        )
     )
     View(**grouped).validate_json()
     assert h.bot.settle(timeout=30)
