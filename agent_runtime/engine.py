@@ -7,7 +7,8 @@ orchestrator between them. Each owner does one thing and calls none of the other
 - ``Claims``: who resumes what, under a lease taken over when its owner dies;
 - ``Announcer``: every card, result and notice, and the bookkeeping that repairs them;
 - ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer;
-- ``RunCanceller``: a run stopped by its requester or an admin, its open approvals closed.
+- ``RunCanceller``: a run stopped by its requester or an admin, its open approvals closed;
+- ``Overview``: one person's lists (their requests, runs, decisions) and Home tab viewers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.listing import PendingList
 from agent_runtime.notifier import MessageRef, Notifier
+from agent_runtime.overview import Overview
 from agent_runtime.policy import Policy
 from agent_runtime.reach import ReviewerReach
 from agent_runtime.resume import Resumer
@@ -113,7 +115,10 @@ class ApprovalEngine:
             db=db, runtime=runtime, policy=policy, claims=self.claims, announcer=self.announcer
         )
         self.attempts = AttemptLog(db=db)
-        self.pending = PendingList(db=db, policy=policy, usergroup_members=usergroup_members)
+        self.pending = PendingList(
+            db=db, policy=policy, usergroup_members=usergroup_members, clock=clock
+        )
+        self.overview = Overview(db=db, policy=policy, pending=self.pending)
         self.sweeper = Sweeper(
             db=db, policy=policy, claims=self.claims, announcer=self.announcer, clock=clock
         )
@@ -202,7 +207,7 @@ class ApprovalEngine:
             return approval_view(request) if request else None
 
     def pending_for(self, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
-        """The approvals waiting on this reviewer."""
+        """The approvals waiting on this reviewer, oldest first."""
         return self.pending.for_reviewer(actor, limit=limit)
 
     def recorded_by(self, request_id: str, attempt_key: str) -> dict[str, str]:

@@ -27,13 +27,13 @@ from agent_runtime.policy import load_policy
 from agent_runtime.sweeper import Maintenance
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor, ListenerPool
+from bot.home import HomeRefreshingNotifier, HomeTab
 from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
 from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
-from bot.slack_notifier import SlackNotifier
 from store.db import Database
 from store.inbox import InboxRepository
 from store.migrate import prepare
@@ -87,7 +87,8 @@ class Bot:
         for pool in (self.services.executor, self.services.notices):
             if not pool.wait_idle(timeout=max(0.0, deadline - time.monotonic())):
                 return False
-        return True
+        home = self.services.home
+        return home is None or home.wait_idle(timeout=max(0.0, deadline - time.monotonic()))
 
     def close(self, *, drain_seconds: float = 30.0) -> None:
         """Finish in-flight work (listeners, resumes, runs) before closing the store."""
@@ -99,6 +100,8 @@ class Bot:
         self.services.writer.close()
         self.services.executor.shutdown(wait=False)
         self.services.notices.shutdown(wait=False)
+        if self.services.home is not None:
+            self.services.home.shutdown()
         close_checkpointer(self.runtime.checkpointer)
         self.db.dispose()
 
@@ -151,7 +154,7 @@ def build_bot(
     prepare(db)
     key = settings.encryption_key()
     verify_key(db, key)
-    notifier = SlackNotifier(client, workspace_url=workspace_url)
+    notifier = HomeRefreshingNotifier(client, workspace_url=workspace_url)
     gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=notifier)
     runtime = open_runtime(
         database_url=settings.database_url,
@@ -174,12 +177,21 @@ def build_bot(
         lease=dt.timedelta(seconds=settings.claim_lease_seconds),
         card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
     )
+    home = HomeTab(
+        client=client,
+        overview=engine.overview,
+        workspace_url=workspace_url,
+        usergroup_members=directory.members,
+    )
+    notifier.watch(home)
     services = BotServices(
         engine=engine,
         writer=InboxWriter(db),
         executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
         client=client,
         directory=directory,
+        home=home,
+        workspace_url=workspace_url,
     )
     listeners = ListenerPool(workers=LISTENER_THREADS)
     app = App(

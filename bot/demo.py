@@ -18,7 +18,7 @@ from bot.http_server import make_server
 from bot.ids import ActionId
 from bot.sandbox import people
 from bot.sandbox.driver import SlackDriver, buttons
-from bot.sandbox.render import indent, render_message
+from bot.sandbox.render import indent, render_message, render_view
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from bot.sandbox.state import Message
 from bot.settings import load_settings
@@ -98,6 +98,7 @@ class Demo:
         card = self.card(root)
         self.show("approval-bot, in the thread", card)
         self.show_pings(root)
+        self.show_home(people.RELEASE_MANAGER)
 
         approve_send = next(b for b in buttons(card) if b.text == "Approve")
         reject_delete = [b for b in buttons(card) if b.text == "Reject"][1]
@@ -135,6 +136,13 @@ class Demo:
         self.show("approval-bot, the card after the decisions", self.state.current(card))
         self.show("approval-bot, in the thread", result)
         return self.report()
+
+    def show_home(self, user: str) -> None:
+        """The reviewer opens the bot's Home tab: one line per section, as Slack shows it."""
+        self.say(f"\n@{self.state.users[user]} opens the approval-bot Home tab")
+        self.driver.open_home(user=user)
+        view = self.state.wait_for(lambda: self.state.home_of(user))
+        self.say(indent(render_view(view, self.state.users), "  "))
 
     def report(self) -> int:
         workspace = self.bot.runtime.graph  # noqa: F841 - keep the graph alive until the end

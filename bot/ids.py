@@ -16,6 +16,8 @@ class ActionId(enum.StrEnum):
     REVIEW_ALL = "approval.review_all"
     REVIEW_PAGE = "approval.review_page"
     CANCEL_RUN = "run.cancel"
+    APPROVALS_PAGE = "approvals.page"
+    """A page of ``/approvals``: the value is the request id the page starts after."""
 
 
 class CallbackId(enum.StrEnum):
@@ -42,6 +44,7 @@ class InputId(enum.StrEnum):
 
 
 SLASH_COMMAND = "/agent"
+APPROVALS_COMMAND = "/approvals"
 
 
 def choice_value(target_id: str, version: str) -> str:

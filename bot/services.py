@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
 from slack_bolt.middleware import Middleware
@@ -21,6 +21,9 @@ from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
 from bot.inbox_writer import InboxWriter
 from store.models import InboxKind
+
+if TYPE_CHECKING:
+    from bot.home import HomeTab
 
 logger = logging.getLogger(__name__)
 SERVICES = "approval_services"
@@ -89,6 +92,10 @@ class BotServices:
     notice_client: WebClient | None = None
     doorbell: Doorbell = field(default_factory=Doorbell)
     """Rung when this process stores an inbox item, so one of its workers looks at once."""
+    home: HomeTab | None = None
+    """Publishes and refreshes users' Home tabs."""
+    workspace_url: str | None = None
+    """From ``auth.test``: links to cards and runs are built from it."""
 
     def __post_init__(self) -> None:
         if self.notice_client is None:

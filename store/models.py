@@ -58,6 +58,7 @@ class Base(DeclarativeBase):
 
 class Run(Base):
     __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_requester_created", "requester_id", "created_at"),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     team_id: Mapped[str | None] = mapped_column(String(32))
@@ -166,17 +167,20 @@ class PendingSlot(Base):
     """
 
     __tablename__ = "pending_slots"
-    __table_args__ = (Index("ix_pending_slots_role_expiry", "role", "expires_at", "request_id"),)
+    __table_args__ = (Index("ix_pending_slots_role_created", "role", "created_at", "request_id"),)
 
     action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), primary_key=True)
     role: Mapped[str] = mapped_column(String(255), primary_key=True)
     request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
     expires_at: Mapped[dt.datetime] = mapped_column()
     requester_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[dt.datetime] = mapped_column()
+    """The request's: lists show what has waited longest first."""
 
 
 class Decision(Base):
     __tablename__ = "decisions"
+    __table_args__ = (Index("ix_decisions_reviewer_created", "reviewer_id", "created_at"),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), index=True)
@@ -298,3 +302,15 @@ class InboxItem(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column()
     last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class HomeViewer(Base):
+    """Someone who opened the bot's Home tab: only their Home is republished when an approval
+    or a run they are part of changes (the others see it fresh when they open it)."""
+
+    __tablename__ = "home_viewers"
+
+    user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    enterprise_id: Mapped[str | None] = mapped_column(String(32))
+    opened_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -122,6 +122,7 @@ def _insert_open(conn: Connection, which: ColumnElement[bool]) -> int:
             Action.approver_roles,
             ApprovalRequest.expires_at,
             ApprovalRequest.requester_id,
+            ApprovalRequest.created_at,
         )
         .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
         .where(ApprovalRequest.status == RequestStatus.PENDING, Action.outcome.is_(None), which)
@@ -133,8 +134,9 @@ def _insert_open(conn: Connection, which: ColumnElement[bool]) -> int:
             "request_id": request_id,
             "expires_at": expires_at,
             "requester_id": requester_id,
+            "created_at": created_at,
         }
-        for action_id, request_id, roles, expires_at, requester_id in conn.execute(stmt)
+        for action_id, request_id, roles, expires_at, requester_id, created_at in conn.execute(stmt)
         for role in sorted(set(roles or ()))
     ]
     if rows:
@@ -148,11 +150,13 @@ def waiting_on(
     roles: Iterable[str],
     own_roles: Iterable[str],
     limit: int,
+    after: str | None = None,
 ) -> Select[str, dt.datetime]:
-    """(request id, expiry) of pending requests with an open action ``reviewer`` may decide,
-    soonest expiry first: through ``roles`` on others' requests, through ``own_roles`` on
-    their own, and never an action they already approved in its current version. Reads only
-    the slots (the role index) and probes the decisions by action."""
+    """(request id, created at) of pending requests with an open action ``reviewer`` may
+    decide, oldest first: through ``roles`` on others' requests, through ``own_roles`` on
+    their own, and never an action they already approved in its current version. ``after``:
+    a request id; only requests listed after it (the next page). Reads only the slots (the
+    role index) and probes the decisions by action."""
     approved = (
         select(Decision.id)
         .join(Action, Action.id == Decision.action_id)
@@ -164,16 +168,25 @@ def waiting_on(
         )
         .exists()
     )
-    return (
-        select(PendingSlot.request_id, PendingSlot.expires_at)
-        .where(
-            or_(
-                and_(PendingSlot.role.in_(list(roles)), PendingSlot.requester_id != reviewer),
-                and_(PendingSlot.role.in_(list(own_roles)), PendingSlot.requester_id == reviewer),
-            ),
-            ~approved,
-        )
-        .distinct()
-        .order_by(PendingSlot.expires_at, PendingSlot.request_id)
-        .limit(limit)
+    stmt = select(PendingSlot.request_id, PendingSlot.created_at).where(
+        or_(
+            and_(PendingSlot.role.in_(list(roles)), PendingSlot.requester_id != reviewer),
+            and_(PendingSlot.role.in_(list(own_roles)), PendingSlot.requester_id == reviewer),
+        ),
+        ~approved,
+    )
+    if after is not None:
+        stmt = stmt.where(_listed_after(after))
+    return stmt.distinct().order_by(PendingSlot.created_at, PendingSlot.request_id).limit(limit)
+
+
+def _listed_after(request_id: str) -> ColumnElement[bool]:
+    """Keyset paging on (created at, request id): stable while requests come and go. A request
+    that is gone (decided since) still has its age in ``approval_requests``."""
+    since = (
+        select(ApprovalRequest.created_at).where(ApprovalRequest.id == request_id).scalar_subquery()
+    )
+    return or_(
+        PendingSlot.created_at > since,
+        and_(PendingSlot.created_at == since, PendingSlot.request_id > request_id),
     )

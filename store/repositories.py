@@ -131,19 +131,21 @@ class ApprovalRepository:
         roles: Iterable[str],
         own_roles: Iterable[str] = (),
         limit: int,
+        after: str | None = None,
     ) -> list[ApprovalRequest]:
         """Pending requests with an open action ``reviewer`` may decide (``roles`` on others'
-        requests, ``own_roles`` on their own, not one they already approved), soonest expiry
-        first; chosen from the open review slots (store.pending_slots)."""
+        requests, ``own_roles`` on their own, not one they already approved), oldest first,
+        listed after the request ``after`` if given; chosen from the open review slots
+        (store.pending_slots)."""
         mine = pending_slots.waiting_on(
-            reviewer=reviewer, roles=roles, own_roles=own_roles, limit=limit
+            reviewer=reviewer, roles=roles, own_roles=own_roles, limit=limit, after=after
         ).subquery()
         stmt = (
             select(ApprovalRequest)
             .join(mine, ApprovalRequest.id == mine.c.request_id)
             # The slots are kept exact; this guard costs nothing on the few rows chosen.
             .where(ApprovalRequest.status == RequestStatus.PENDING)
-            .order_by(mine.c.expires_at, mine.c.request_id)
+            .order_by(mine.c.created_at, mine.c.request_id)
             # One round trip: the few rows chosen, each with its run, actions and decisions.
             .options(
                 joinedload(ApprovalRequest.run),

@@ -179,6 +179,7 @@ class Event(_Shape):
     subtype: str | None = None
     channel_type: str | None = None
     tab: str | None = None
+    user: str | None = None
     thread_ts: str | None = None
     bot_id: str | None = None
     team: str | None = None

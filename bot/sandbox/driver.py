@@ -188,6 +188,21 @@ class SlackDriver:
         )
         return self._deliver("interactive", payload)
 
+    def click_in_ephemeral(
+        self, *, user: str, channel: str, blocks: list[dict[str, Any]], button: Button
+    ) -> Reply:
+        """Press a button on an ephemeral message (e.g. a slash command's answer): Slack sends
+        no message ts to update, only a fresh ``response_url``."""
+        message = Message(channel=channel, ts="", user=user, text="", blocks=blocks)
+        payload = self.block_action_payload(user=user, message=message, button=button)
+        payload["container"] = {"type": "message", "channel_id": channel, "is_ephemeral": True}
+        payload.pop("message")
+        return self._deliver("interactive", payload)
+
+    def open_home(self, *, user: str) -> Reply:
+        """The user opens the app's Home tab."""
+        return self.event({"type": "app_home_opened", "user": user, "tab": "home"})
+
     def event(self, event: dict[str, Any]) -> Reply:
         """An Events API callback, as Slack POSTs it (JSON, signed)."""
         body = {

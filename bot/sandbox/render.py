@@ -49,5 +49,13 @@ def render_message(message: Message | Ephemeral, users: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def render_view(view: dict[str, Any], users: dict[str, str]) -> str:
+    """A modal or a Home tab, block by block."""
+    lines: list[str] = []
+    for block in view.get("blocks", []):
+        lines.extend(_block_lines(block, users))
+    return "\n".join(lines)
+
+
 def indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())

@@ -249,10 +249,16 @@ class SlackSandbox:
         return {"view": {"id": record.id, **view}}
 
     def _m_views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A user's Home tab: the last one published per user is kept (``state.homes``),
+        apart from modals."""
+        user = str(args.get("user_id") or "")
+        if user not in self.state.users:
+            raise SlackApiError("user_not_found")
         view = validate_view(args.get("view"))
-        record = View(id=f"VH{args.get('user_id')}", user=str(args.get("user_id")), view=view)
-        self.state.change(lambda: self.state.views.__setitem__(record.id, record))
-        return {"view": {"id": record.id, **view}}
+        if view.get("type") != "home":
+            raise SlackApiError("invalid_arguments")
+        self.state.change(lambda: self.state.publish_home(user, view))
+        return {"view": {"id": f"VH{user}", **view}}
 
     def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
         user = str(args.get("user", ""))
@@ -278,6 +284,8 @@ class SlackSandbox:
             uses = self.state.response_urls.get(key)
             if uses is None or uses >= RESPONSE_URL_USES:
                 raise SlackApiError("used_url")
+            if payload.get("blocks"):
+                validate_blocks(payload["blocks"])
             self.state.response_urls[key] = uses + 1
             self.state.responses.append({"url": key, **payload})
 

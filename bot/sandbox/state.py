@@ -77,6 +77,9 @@ class SandboxState:
     response_urls: dict[str, int] = field(default_factory=dict)
     dms: dict[str, str] = field(default_factory=dict)
     """User id -> the id of the bot's direct message channel with them."""
+    homes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The last Home tab view published for each user."""
+    home_publishes: dict[str, int] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -119,7 +122,16 @@ class SandboxState:
         """Call inside ``change``: the direct message channel with ``user``, made once."""
         return self.dms.setdefault(user, f"D{user.removeprefix('U')}")
 
+    def publish_home(self, user: str, view: dict[str, Any]) -> None:
+        """Call within ``change``."""
+        self.homes[user] = view
+        self.home_publishes[user] = self.home_publishes.get(user, 0) + 1
+
     # Queries used by tests and the demo --------------------------------------------------
+
+    def home_of(self, user: str) -> dict[str, Any] | None:
+        with self._cond:
+            return self.homes.get(user)
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
         with self._cond:

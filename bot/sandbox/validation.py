@@ -11,6 +11,8 @@ from slack_sdk.models.views import View as ViewModel
 
 logger = logging.getLogger(__name__)
 MAX_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
+"""Modals and Home tabs take twice a message's blocks."""
 
 
 class SlackApiError(Exception):
@@ -19,10 +21,10 @@ class SlackApiError(Exception):
         self.error = error
 
 
-def validate_blocks(blocks: Any) -> list[dict[str, Any]]:
+def validate_blocks(blocks: Any, *, limit: int = MAX_BLOCKS) -> list[dict[str, Any]]:
     if isinstance(blocks, str):
         blocks = json.loads(blocks)
-    if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
+    if not isinstance(blocks, list) or len(blocks) > limit:
         raise SlackApiError("invalid_blocks")
     for raw in blocks:
         try:
@@ -46,7 +48,7 @@ def validate_view(view: Any) -> dict[str, Any]:
     except Exception as exc:
         logger.info("sandbox refused a view: %s", exc)
         raise SlackApiError("invalid_arguments") from exc
-    validate_blocks(view.get("blocks", []))
+    validate_blocks(view.get("blocks", []), limit=MAX_VIEW_BLOCKS)
     if len(view.get("private_metadata", "")) > 3000:
         raise SlackApiError("invalid_arguments")
     return view

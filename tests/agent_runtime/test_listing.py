@@ -49,9 +49,9 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env,
 def _exact(env: Env, actor: Actor) -> list[str]:
     """Every request, checked one by one with the rules a click is checked with."""
     with env.db.transaction() as s:
-        views = [approval_view(r) for r in s.scalars(select(ApprovalRequest))]
+        views = [(r.created_at, approval_view(r)) for r in s.scalars(select(ApprovalRequest))]
     mine = []
-    for view in views:
+    for created_at, view in views:
         for a in view.actions:
             facts = ActionFacts(
                 request_status=view.status,
@@ -72,7 +72,7 @@ def _exact(env: Env, actor: Actor) -> list[str]:
             )
             still_open = view.status == RequestStatus.PENDING and a.outcome is None
             if still_open and refusal is None and actor.user_id not in a.approvers:
-                mine.append((view.expires_at, view.id))
+                mine.append((created_at, view.id))  # oldest first
                 break
     return [rid for _, rid in sorted(mine)]
 
@@ -123,3 +123,31 @@ def test_pending_lists_agree_with_the_exact_rules(world: tuple[Env, Clock]) -> N
     assert env.engine.sweep().expired == 1
     seen = _agree(env)
     assert stale not in seen[GROUPIE.user_id] and stale not in seen["U0SEC1"]
+
+
+def test_pages_walk_the_list_oldest_first_and_leave_out_what_expired(
+    world: tuple[Env, Clock],
+) -> None:
+    """Pages of one partition the list; a request past its expiry that the sweeper has not
+    closed yet is refused by the decision path, so it is not offered either."""
+    env, clock = world
+    old = _request_of(env, paused_run(env, DELETE)[1])  # expires after 4h
+    clock.now += dt.timedelta(hours=2)
+    newer = []
+    for _ in range(3):
+        clock.now += dt.timedelta(seconds=1)  # the engine dates requests by its clock
+        newer.append(_request_of(env, paused_run(env, DELETE)[1]))
+    overview = env.engine.overview
+    pages, after = [], None
+    while True:
+        page = overview.waiting(REVIEWER, size=2, after=after)
+        pages.append([v.id for v in page.items])
+        if page.next_after is None:
+            break
+        after = page.next_after
+    assert pages == [[old, newer[0]], [newer[1], newer[2]]]
+
+    clock.now += dt.timedelta(hours=2, seconds=1)  # ``old`` is past its expiry, not swept
+    assert [v.id for v in overview.waiting(REVIEWER, size=10).items] == newer
+    assert overview.waiting(REVIEWER, size=2, after=newer[1]).items[0].id == newer[2]
+    assert overview.waiting(Actor("U0MALLORY", "T1"), size=10).items == []

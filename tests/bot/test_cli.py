@@ -21,6 +21,9 @@ def test_demo_walks_through_and_succeeds():
     assert "We still need these notes for the audit." in text
     assert "Side effects that ran: send_external_message" in text
     assert "decision_refused" in text and "resumed" in text
+    home = text.split("opens the approval-bot Home tab", 1)[1].split("clicks [Approve]", 1)[0]
+    assert "== Waiting on you ==" in home and "`delete_project_file`" in home
+    assert "== Your runs ==" in home and "== Recently decided by you ==" in home
 
 
 @pytest.fixture

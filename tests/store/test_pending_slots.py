@@ -86,7 +86,7 @@ def _exact(db: Database, reviewer: str, roles: list[str], own: list[str]) -> lis
                 held = own if reviewer == r.requester_id else roles
                 open_ = a.outcome is None and reviewer not in approvers
                 if open_ and set(held) & set(a.approver_roles):
-                    found.append((r.expires_at, r.id))
+                    found.append((r.created_at, r.id))  # oldest first
                     break
     return [rid for _, rid in sorted(found)]
 
@@ -130,7 +130,7 @@ def test_fast_listing_agrees_with_the_exact_rules_through_every_change(store_url
     pair = _request(db, [RM], [SECURITY], minutes=10)
     later = _request(db, [RM], minutes=90)
     _agree(db)
-    assert _fast(db, REL, [RM], [REQUESTER]) == [pair.id, both.id, plain.id, later.id]
+    assert _fast(db, REL, [RM], [REQUESTER]) == [plain.id, both.id, pair.id, later.id]
 
     _approve(db, plain.actions[0].id, REL)  # one of two approvals: REL is done, REL2 is not
     _agree(db)
@@ -160,7 +160,7 @@ def test_fast_listing_agrees_with_the_exact_rules_through_every_change(store_url
         assert request is not None
         ApprovalRepository(s).finish(request, status="invalidated", outcome="gone")
     _agree(db)
-    assert _fast(db, REL, [RM], [REQUESTER]) == [pair.id, plain.id]
+    assert _fast(db, REL, [RM], [REQUESTER]) == [plain.id, pair.id]
     assert _fast(db, ALICE, [], [REQUESTER]) == []
     assert _fast(db, REL, [RM], [REQUESTER]) == _fast(db, REL, [RM], [])
     assert own.id not in _fast(db, REL, [RM, SECURITY], [REQUESTER])

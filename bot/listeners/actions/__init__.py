@@ -6,6 +6,7 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.ids import ActionId
+from bot.listeners.actions.approvals_page import on_approvals_page
 from bot.listeners.actions.cancel import on_cancel_run
 from bot.listeners.actions.decide import on_approve, on_approve_all
 from bot.listeners.actions.modals import (
@@ -31,5 +32,6 @@ def register(app: App) -> None:
         (ActionId.REVIEW_ALL, on_review_all),
         (ActionId.REVIEW_PAGE, on_review_page),
         (ActionId.CANCEL_RUN, on_cancel_run),
+        (ActionId.APPROVALS_PAGE, on_approvals_page),
     ):
         app.action({"type": "block_actions", "action_id": str(action_id)})(listener)

@@ -7,6 +7,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from bot.blocks.messages import run_root_message
 from bot.errors import BUSY, user_message
 from bot.ids import SLASH_COMMAND
+from bot.listeners.commands import approvals
 from bot.listeners.payloads import Command, payload_of
 from bot.services import BotServices, Drop, services_of
 from bot.slack_notifier import NO_UNFURL
@@ -19,6 +20,7 @@ USAGE = (
 
 def register(app: App) -> None:
     app.command(SLASH_COMMAND)(on_agent_command)
+    approvals.register(app)
 
 
 def on_agent_command(ack: Ack, context: BoltContext, respond: Respond) -> None:

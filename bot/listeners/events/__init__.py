@@ -1,4 +1,4 @@
-"""Events: keep the cached user group members fresh."""
+"""Events: keep the cached user group members fresh; publish the Home tab when opened."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from typing import Any
 
 from slack_bolt import App, BoltContext
 
+from bot.listeners.events import home
 from bot.services import services_of
 
 
 def register(app: App) -> None:
+    home.register(app)
     app.event("subteam_members_changed")(on_members_changed)
     app.event("subteam_updated")(on_members_changed)
 
