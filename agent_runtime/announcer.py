@@ -106,7 +106,15 @@ class Announcer:
             logger.exception("could not update the card of %s; it is retried later", view.id)
             return
         with self.db.transaction() as s:
-            ApprovalRepository(s).mark_card(view.id, status=view.status)
+            repo = ApprovalRepository(s)
+            if repo.mark_card(view.id, status=view.status):
+                return
+            # Drawn before a change that another thread drew first (a cancel between a decision
+            # and its redraw): Slack shows whichever update came last, so draw it again.
+            request = repo.get(view.id)
+            now = approval_view(request) if request is not None else None
+        if now is not None and now.status != view.status:
+            self.show_card(now)
 
     def retry_card_posts(self, *, created_before: dt.datetime) -> int:
         """Cards that never got a reference, under the run's thread lock, which the first poster

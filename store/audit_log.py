@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import event as orm_event
-from sqlalchemy import select, text
+from sqlalchemy import inspect, select, text
 from sqlalchemy.orm import Session
 
 from store.audit_chain import (
@@ -128,7 +128,14 @@ class AuditRepository:
         head.mac = head_mac(head, self.key) if keyed and self.key is not None else ""
         self.session.flush()
         count, shard, seen = head.event_count, head.id, self.seen
-        orm_event.listen(self.session, "after_commit", lambda _s: seen.saw(count, shard), once=True)
+
+        def committed(_session: Session) -> None:
+            # An event rolled back with its savepoint is no longer in the session: the head
+            # never committed its count, and the high-water mark must not claim it did.
+            if inspect(event).persistent:
+                seen.saw(count, shard)
+
+        orm_event.listen(self.session, "after_commit", committed, once=True)
         return event
 
     def _shard_for(self, event: AuditEvent) -> int:

@@ -270,13 +270,16 @@ class ApprovalRepository:
         )
         return affected(result) > 0
 
-    def mark_card(self, request_id: str, *, status: str) -> None:
-        self.session.execute(
+    def mark_card(self, request_id: str, *, status: str) -> bool:
+        """Remember that the card shows ``status``; False (nothing remembered) if the request
+        has moved on since it was drawn: the card is out of date and must be drawn again."""
+        result = self.session.execute(
             update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id)
+            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == status)
             .values(card_status=status)
             .execution_options(synchronize_session=False)
         )
+        return affected(result) > 0
 
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
         request.status = status

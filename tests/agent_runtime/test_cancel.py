@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+import agent_runtime.engine as engine_module
 from agent_runtime.announcer import Announcer
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.cancel import CancelOutcome, CancelResult, RunCanceller
@@ -23,7 +24,7 @@ from agent_runtime.gate import EffectGate, GateRefused
 from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import Policy, load_policy
 from agent_runtime.resume import Resumer
-from agent_runtime.views import approval_view, run_view
+from agent_runtime.views import ApprovalView, approval_view, run_view
 from store.locks import ThreadLocks
 from store.models import AuditEvent, PendingSlot, utcnow
 from store.repositories import ApprovalRepository, RunRepository
@@ -325,3 +326,51 @@ def test_a_cancelled_run_records_no_new_stop(tmp_path):
 
 def _never(run_id: str) -> Any:
     raise AssertionError("a cancelled run's thread is not read to record a stop")
+
+
+_REQUESTER_RACE = Actor("U0ALICE")
+_REVIEWER_RACE = Actor("U0REL1")
+
+
+class DrawingNotifier(NullNotifier):
+    """Remembers every status a card was drawn with, in the order Slack received them."""
+
+    def __init__(self) -> None:
+        self.drawn: list[str] = []
+
+    def approval_updated(self, approval: ApprovalView) -> None:
+        self.drawn.append(approval.status)
+
+
+def test_a_cancel_between_a_decision_and_its_card_update_leaves_the_card_cancelled(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = sqlite_store(tmp_path)
+    seeded = seed_request(db)
+    policy = load_policy(None)
+    with db.transaction() as s:  # two sign-offs needed, card posted, current policy
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.policy_version = policy.version
+        request.card_channel, request.card_ts = "C1", "2.0"
+        request.actions[0].approvals_required = 2
+    notifier = DrawingNotifier()
+    engine = ApprovalEngine(
+        db=db,
+        runtime=SimpleNamespace(catalog=ToolCatalog()),  # type: ignore[arg-type]
+        policy=policy,
+        notifier=notifier,
+    )
+
+    def requester_cancels_now(name: str) -> None:
+        if name == "after_decision":  # the first sign-off is committed, its card not redrawn
+            assert engine.cancel_run(seeded.run_id, actor=_REQUESTER_RACE).cancelled
+
+    monkeypatch.setattr(engine_module, "fault_point", requester_cancels_now)
+    result = engine.decide(
+        action_id=seeded.action_id, actor=_REVIEWER_RACE, decision="approve", seen_hash="h" * 64
+    )
+    assert result.refusal is None
+    assert notifier.drawn[-1] == "cancelled", notifier.drawn  # Slack shows the last update
+    with db.transaction() as s:
+        stored = ApprovalRepository(s).get(seeded.request_id)
+        assert stored.card_status == stored.status == "cancelled"

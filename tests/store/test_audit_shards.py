@@ -284,3 +284,39 @@ def test_a_turn_taken_in_a_rolled_back_savepoint_is_taken_again(pg_url: str) -> 
     report = check(db)
     assert report.intact and report.checked == 2
     db.dispose()
+
+
+def test_cached_head_then_rolled_back_savepoint_then_more_events_links_up(pg_url: str) -> None:
+    """The head cached by the outer transaction, extended in a savepoint that rolls back, then
+    extended again: the chain must link to the head as it was before the savepoint."""
+    db = open_store(pg_url)
+    (x,) = runs_in_distinct_shards(1)
+    with db.transaction() as s:
+        AuditRepository(s).record("outer-1", run_id=x)
+        with pytest.raises(RuntimeError), s.begin_nested():
+            AuditRepository(s).record("undone", run_id=x)
+            raise RuntimeError("the savepoint rolls back")
+        AuditRepository(s).record("outer-2", run_id=x)
+    report = check(db)
+    assert report.intact and report.checked == 2, report.problem
+    db.dispose()
+
+
+def test_an_event_rolled_back_with_its_savepoint_does_not_raise_the_high_water(
+    pg_url: str,
+) -> None:
+    """An event appended in a savepoint that rolls back was never committed: the process must
+    not remember its count as seen, or the next append refuses the (intact) head as "restored
+    from an older copy" and every later audited operation on that chain fails."""
+    db = open_store(pg_url)
+    (x,) = runs_in_distinct_shards(1)
+    with db.transaction() as s:
+        AuditRepository(s).record("kept", run_id=x)
+        with pytest.raises(RuntimeError), s.begin_nested():
+            AuditRepository(s).record("undone", run_id=x)
+            raise RuntimeError("the savepoint rolls back")
+    assert check(db).intact
+    append_for(db, x, "next")  # raises AuditRollbackError today
+    report = check(db)
+    assert report.intact and report.checked == 2
+    db.dispose()
