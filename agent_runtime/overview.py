@@ -3,7 +3,9 @@ they decided; and who has opened the Home tab, so that only their Home is republ
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import threading
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from agent_runtime.authorization import Actor
@@ -28,11 +30,28 @@ class Home:
     """How many rows each list read at most: a list this long may have more."""
 
 
+VIEWERS_FRESH_SECONDS = 30.0
+"""How long the list of Home tab viewers is reused before it is read again: a viewer who first
+opened the tab through another replica is refreshed at most this much later."""
+MAX_VIEWERS = 100_000
+
+
 class Overview:
-    def __init__(self, *, db: Database, policy: Policy, pending: PendingList) -> None:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        policy: Policy,
+        pending: PendingList,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.db = db
         self.policy = policy
         self.pending = pending
+        self.clock = clock
+        self._viewers: dict[str, Actor] = {}
+        self._read_at: float | None = None
+        self._lock = threading.Lock()
 
     def waiting(self, actor: Actor, *, size: int, after: str | None = None) -> Page:
         """What ``actor`` may decide now, oldest first, a page at a time."""
@@ -64,17 +83,31 @@ class Overview:
             HomeViewers(s).remember(
                 actor.user_id, team_id=actor.team_id, enterprise_id=actor.enterprise_id
             )
+        with self._lock:
+            self._viewers[actor.user_id] = actor
 
     def viewers_among(self, user_ids: Collection[str], *, limit: int) -> list[Actor]:
-        with self.db.transaction() as s:
-            found = HomeViewers(s).among(user_ids, limit=limit)
-        return [Actor(v.user_id, v.team_id, v.enterprise_id) for v in found]
+        viewers = self._known_viewers()
+        return [viewers[u] for u in sorted(user_ids) if u in viewers][:limit]
 
     def other_viewers(self, user_ids: Collection[str]) -> bool:
         """Whether anyone but ``user_ids`` has opened the Home tab (if not, user groups need
         not be asked for their members)."""
-        with self.db.transaction() as s:
-            return HomeViewers(s).any_besides(user_ids)
+        return bool(self._known_viewers().keys() - set(user_ids))
+
+    def _known_viewers(self) -> dict[str, Actor]:
+        """Who has opened the Home tab, read once per ``VIEWERS_FRESH_SECONDS``: every card
+        update asks, and reading the table each time cost two queries per update."""
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= VIEWERS_FRESH_SECONDS:
+                with self.db.transaction() as s:
+                    found = HomeViewers(s).all(limit=MAX_VIEWERS)
+                self._viewers = {
+                    v.user_id: Actor(v.user_id, v.team_id, v.enterprise_id) for v in found
+                }
+                self._read_at = now
+            return dict(self._viewers)
 
     def people_of(self, approval: ApprovalView) -> Reviewers:
         """Whose lists an approval is on: its requester, everyone who decided on it and every

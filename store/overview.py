@@ -4,7 +4,6 @@ who has opened the Home tab (so only their Home is republished when something ch
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -112,22 +111,10 @@ class HomeViewers:
             )
         )
 
-    def among(self, user_ids: Collection[str], *, limit: int) -> list[Viewer]:
-        """Those of ``user_ids`` who have opened the Home tab (at most ``limit``)."""
-        if not user_ids:
-            return []
-        stmt = (
-            select(HomeViewer)
-            .where(HomeViewer.user_id.in_(sorted(user_ids)))
-            .order_by(HomeViewer.user_id)
-            .limit(limit)
-        )
+    def all(self, *, limit: int) -> list[Viewer]:
+        """Everyone who has opened the Home tab (at most ``limit``)."""
+        stmt = select(HomeViewer).order_by(HomeViewer.user_id).limit(limit)
         return [
             Viewer(user_id=v.user_id, team_id=v.team_id, enterprise_id=v.enterprise_id)
             for v in self.session.scalars(stmt)
         ]
-
-    def any_besides(self, user_ids: Collection[str]) -> bool:
-        """Has anyone but ``user_ids`` opened the Home tab?"""
-        stmt = select(HomeViewer.user_id).where(HomeViewer.user_id.not_in(sorted(user_ids)))
-        return self.session.scalar(stmt.limit(1)) is not None
