@@ -38,6 +38,8 @@ class CancelOutcome(enum.StrEnum):
     UNKNOWN_RUN = "unknown_run"
     OTHER_WORKSPACE = "other_workspace"
     MEMBERSHIP_UNCONFIRMED = "membership_unconfirmed"
+    BUSY = "busy"
+    """The run was working (the agent or a tool) for longer than a cancel waits: try later."""
 
 
 class Standing(enum.Enum):
@@ -153,6 +155,13 @@ class RunCanceller:
         """Audit a cancel naming no run we know (e.g. a forged button value)."""
         with self.db.transaction() as s:
             _audit_refusal(s, run_id, None, actor=actor, outcome=CancelOutcome.UNKNOWN_RUN, via=via)
+
+    def refuse_busy(self, run_id: str, *, actor: Actor, via: dict[str, str] | None) -> CancelResult:
+        """Audit a cancel that found the run working past the wait, and say so."""
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+            _audit_refusal(s, run_id, run, actor=actor, outcome=CancelOutcome.BUSY, via=via)
+            return CancelResult(CancelOutcome.BUSY, run=run_view(run) if run else None)
 
 
 def _why_not(run: Run | None, actor: Actor, standing: Standing) -> CancelOutcome | None:

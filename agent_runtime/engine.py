@@ -65,6 +65,11 @@ class ReconcileResult:
     cards_posted: int = 0
 
 
+CANCEL_WAIT_SECONDS = 5.0
+"""How long a cancel waits for a run that is working (a resume, the agent, a tool) to stop at
+its next wait; longer, and the user is asked to try again."""
+
+
 class ApprovalEngine:
     """Runs, interrupts, authorized decisions and the exactly-once resume, for the bot."""
 
@@ -184,7 +189,9 @@ class ApprovalEngine:
         if standing is None:  # no lock taken for an id we never issued
             self.cancels.refuse_unknown(run_id, actor=actor, via=via)
             return CancelResult(CancelOutcome.UNKNOWN_RUN)
-        with self.locks.hold(run_id):
+        with self.locks.hold_within(run_id, CANCEL_WAIT_SECONDS) as held:
+            if not held:  # an inbox worker must not wait out a long step of the run
+                return self.cancels.refuse_busy(run_id, actor=actor, via=via)
             result = self.cancels.cancel(run_id, actor=actor, standing=standing, via=via)
         if result.cancelled:
             for view in result.closed:

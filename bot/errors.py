@@ -55,6 +55,10 @@ CANCEL_ANSWERS: dict[CancelOutcome, str] = {
     ),
     CancelOutcome.UNKNOWN_RUN: "I can't find that run. The message may be from an old run.",
     CancelOutcome.OTHER_WORKSPACE: "This run belongs to another workspace; you can't cancel it.",
+    CancelOutcome.BUSY: (
+        "This run is working right now (the agent or a tool is running), so it was not "
+        "cancelled. Cancel stops a run while it waits for approval: try again in a moment."
+    ),
     CancelOutcome.MEMBERSHIP_UNCONFIRMED: (
         "Slack could not confirm your user group membership right now, so the run was not "
         "cancelled. Please try again in a minute."

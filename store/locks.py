@@ -11,12 +11,16 @@ import contextlib
 import fcntl
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from store.db import Database, sqlite_path
+
+LOCK_NOT_AVAILABLE = "55P03"
 
 
 def _key64(key: str) -> int:
@@ -54,6 +58,37 @@ class ThreadLocks:
                 yield held
 
     @contextlib.contextmanager
+    def hold_within(self, key: str, seconds: float) -> Iterator[bool]:
+        """Like ``hold``, but waits at most ``seconds``: yields False (holding nothing) if the
+        lock is still taken then, so a user's request is answered instead of queueing behind
+        a long step of the run."""
+        if self.db.is_sqlite:
+            deadline = time.monotonic() + seconds
+            with self._guard:
+                lock = self._local.setdefault(key, threading.Lock())
+            if not lock.acquire(timeout=seconds):
+                yield False
+                return
+            try:
+                with self._hold_file_until(key, deadline) as held:
+                    yield held
+            finally:
+                lock.release()
+        else:
+            with self._hold_advisory(key, timeout=seconds) as held:
+                yield held
+
+    @contextlib.contextmanager
+    def _hold_file_until(self, key: str, deadline: float) -> Iterator[bool]:
+        """The file lock, tried until ``deadline`` (``flock`` itself cannot time out)."""
+        while True:
+            with self._hold_file(key, wait=False) as held:
+                if held or time.monotonic() >= deadline:
+                    yield held
+                    return
+            time.sleep(0.05)
+
+    @contextlib.contextmanager
     def _try_local(self, key: str) -> Iterator[bool]:
         with self._guard:
             lock = self._local.setdefault(key, threading.Lock())
@@ -89,11 +124,25 @@ class ThreadLocks:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def _hold_advisory(self, key: str, *, wait: bool = True) -> Iterator[bool]:
+    def _hold_advisory(
+        self, key: str, *, wait: bool = True, timeout: float | None = None
+    ) -> Iterator[bool]:
         with self.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             take = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
-            got = conn.execute(text(f"SELECT {take}(:k)"), {"k": _key64(key)}).scalar()
-            if not wait and not got:
+            if timeout is not None:
+                # The server gives up waiting for the lock after this (SQLSTATE 55P03).
+                conn.execute(text(f"SET lock_timeout = '{int(timeout * 1000)}ms'"))
+            try:
+                answer = conn.execute(text(f"SELECT {take}(:k)"), {"k": _key64(key)}).scalar()
+                got = bool(answer) if not wait else True  # pg_advisory_lock returns nothing
+            except OperationalError as exc:
+                if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                    raise
+                got = False
+            finally:
+                if timeout is not None:
+                    conn.execute(text("RESET lock_timeout"))
+            if not got:
                 yield False
                 return
             try:

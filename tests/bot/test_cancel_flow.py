@@ -137,3 +137,22 @@ def test_a_forged_run_id_is_refused_and_audited(serve_bot, sqlite_url):
     assert ephemeral_for(h, people.ADMIN) == CANCEL_ANSWERS[CancelOutcome.UNKNOWN_RUN]
     assert [e.reason for e in audit(h, "run_cancel_refused")] == ["unknown_run"]
     assert only_run(h).status == "waiting"
+
+
+def test_a_cancel_while_the_run_is_working_is_answered_not_queued(serve_bot, pg_url, monkeypatch):
+    """A run busy in a long step holds its lock; a Cancel waits a few seconds at most, then
+    asks the user to try again (audited), and leaves the run as it was; the inbox worker is
+    free again."""
+    monkeypatch.setattr("agent_runtime.engine.CANCEL_WAIT_SECONDS", 0.3)
+    h = serve_bot(pg_url)
+    root, card = start(h, SEND)
+    run = only_run(h)
+    with h.bot.engine.locks.hold(run.id):  # the agent or a tool is running
+        h.driver.click(user=people.REQUESTER, message=card, button=button(card, "Cancel run"))
+        assert ephemeral_for(h, people.REQUESTER) == CANCEL_ANSWERS[CancelOutcome.BUSY]
+    [refused] = audit(h, "run_cancel_refused")
+    assert (refused.actor_id, refused.reason, refused.run_id) == (people.REQUESTER, "busy", run.id)
+    assert only_run(h).status == "waiting"
+    h.driver.click(user=people.REQUESTER, message=card, button=button(card, "Cancel run"))
+    line = result_message(h, root)  # once the run waits again, a Cancel goes through
+    assert line.text.startswith(f"Run cancelled by <@{people.REQUESTER}>")

@@ -69,3 +69,34 @@ def test_try_hold_gives_way_to_a_holder_in_another_process(url):
     with ThreadLocks(db).try_hold("run_1") as got:
         assert got is True
     db.dispose()
+
+
+def test_hold_within_waits_for_a_holder_that_lets_go_and_gives_up_on_one_that_does_not(url):
+    db = Database(url)
+    locks = ThreadLocks(db)
+    held, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with locks.hold("run_1"):
+            held.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(30)
+        with locks.hold_within("run_1", 0.3) as got:
+            assert got is False  # still held when the wait ran out
+        with locks.hold_within("run_2", 0.3) as other:
+            assert other is True
+        threading.Timer(0.2, done.set).start()  # the holder lets go while we wait
+        with locks.hold_within("run_1", 30) as got:
+            assert got is True
+            with locks.try_hold("run_1") as again:
+                assert again is False  # and we hold it now
+    finally:
+        done.set()
+        thread.join(30)
+    with locks.hold("run_1"):  # released after hold_within
+        pass
+    db.dispose()
