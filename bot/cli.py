@@ -229,8 +229,9 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     from bot.app import build_bot
 
     bot = build_bot(settings, http=not socket_mode)
+    # Before anything says it is serving: a SIGTERM right after that must find the handler.
+    stop = _stop_on_signals()
     bot.start_background()
-    stop = threading.Event()
     if socket_mode:
         from bot.socket_mode import CheckedSocketModeHandler
 
@@ -238,14 +239,14 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
         handler = CheckedSocketModeHandler(bot, settings.slack_app_token.get_secret_value())
         handler.connect()
         logger.info("serving in Socket Mode")
-        _wait_for_signal(stop)
+        _wait_for(stop)
         handler.close()
     else:
         from bot.http_server import make_server
 
         server = make_server(bot, host=host, port=port).start()
         logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.port)
-        _wait_for_signal(stop)
+        _wait_for(stop)
         server.stop()
     bot.close()
     return 0
@@ -259,9 +260,10 @@ def _worker() -> int:
     from bot.app import build_bot
 
     bot = build_bot(settings, http=False)
+    stop = _stop_on_signals()
     bot.inbox.start()
     logger.info("working on the decision inbox with %d workers", settings.worker_threads)
-    _wait_for_signal(threading.Event())
+    _wait_for(stop)
     bot.close()
     return 0
 
@@ -269,7 +271,10 @@ def _worker() -> int:
 SIGNAL_POLL_SECONDS = 0.5
 
 
-def _wait_for_signal(stop: threading.Event) -> None:
+def _stop_on_signals() -> threading.Event:
+    """SIGTERM and SIGINT set the returned event (a second one exits at once)."""
+    stop = threading.Event()
+
     def handle(signum: int, _frame: object) -> None:
         if stop.is_set():
             logger.warning("second signal: exiting now, without waiting for in-flight work")
@@ -279,7 +284,11 @@ def _wait_for_signal(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    # Python runs signal handlers on the main thread, between bytecodes. The kernel may deliver
-    # the signal to any thread; a main thread blocked on the event for good would never run it.
+    return stop
+
+
+def _wait_for(stop: threading.Event) -> None:
+    """Python runs signal handlers on the main thread, between bytecodes. The kernel may deliver
+    the signal to any thread; a main thread blocked on the event for good would never run it."""
     while not stop.wait(timeout=SIGNAL_POLL_SECONDS):
         pass
