@@ -141,7 +141,7 @@ class DigestPoster:
             return 0
         with self.db.transaction() as s:
             DigestRepository(s).posted(digest_id, ts=ref.ts, drawn=view.fingerprint)
-        self.show(digest_id)  # a decision or an expiry while it was being posted
+        self.show(digest_id, force=False)  # a decision or an expiry while it was posted
         return int(posted)
 
     def retry_posts(self) -> int:

@@ -130,9 +130,7 @@ def test_two_medium_requests_are_reviewed_in_one_digest(h, clock):
     assert ephemeral_for(h, people.RELEASE_MANAGER_2) == REFUSALS["already_decided"]
     assert [e["recipient"] for e in h.workspace.effects()] == ["a@example.com"]
     with h.bot.db.transaction() as s:
-        refused = list(
-            s.scalars(select(AuditEvent.reason).where(AuditEvent.outcome == "refused"))
-        )
+        refused = list(s.scalars(select(AuditEvent.reason).where(AuditEvent.outcome == "refused")))
     assert refused == ["stale_version", "self_approval", "already_decided"]
     assert count(h, DigestMessage) == 1
 
