@@ -148,3 +148,15 @@ def test_pack_never_puts_more_than_the_limit_of_actions_in_one_digest():
     requests = [_request(f"r{i}", n) for i, n in enumerate([5, 10, 6, 20, 1])]
     assert pack(requests, limit=20) == [["r0", "r1"], ["r2"], ["r3"], ["r4"]]  # type: ignore[arg-type]
     assert pack([], limit=20) == []
+
+
+def test_a_decision_redraws_the_digest_at_once(tmp_path):
+    clock = Clock()
+    env = digest_env(tmp_path, clock)
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    env.engine.sweep()
+    [posted] = env.notes.posts
+    action_id = posted.approvals[0].actions[0].id
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
+    assert [d.approvals[0].status for d in env.notes.redraws][-1] == "resolved"
+    assert env.notes.requested == [] and env.notes.updated == [], "never drawn as a card"

@@ -14,7 +14,7 @@ from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import Button, buttons
 from bot.sandbox.state import Message
-from store.models import AuditEvent, Decision, DigestMessage, Run
+from store.models import ApprovalRequest, AuditEvent, Decision, DigestMessage, Run
 from tests.bot.flows import DELETE, cards_in, ephemeral_for, result_message, start_run
 from tests.bot.test_policy_flow import FakeClock
 from tests.conftest import Harness
@@ -124,6 +124,8 @@ def test_two_medium_requests_are_reviewed_in_one_digest(h, clock):
     assert rows(redrawn, "Approve")[0].value == approve_b.value, "the other item stays open"
     assert f"<@{people.RELEASE_MANAGER}> approved" in json.dumps(redrawn.blocks)
     assert cards_in(h.state, root_a) == [], "the digest never becomes a card"
+    with h.bot.db.transaction() as s:
+        assert list(s.scalars(select(ApprovalRequest.card_ts))) == [None, None]
 
     # A second click on the old row changes nothing: the run resumed once.
     h.driver.click(user=people.RELEASE_MANAGER_2, message=digest, button=approve_a)
