@@ -4,15 +4,18 @@ lost to a failure is repaired; requests are packed so no message lists too many 
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from sqlalchemy import select
 
 from agent_runtime.digests import pack
+from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Digest
-from store.models import ApprovalRequest, DigestMessage, utcnow
+from store.models import ApprovalRequest, DigestItem, DigestMessage, utcnow
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Recorder, decide, make_env
 
 SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
@@ -54,8 +57,8 @@ class DigestRecorder(Recorder):
         self.redraws.append(digest)
 
 
-def digest_env(tmp_path, clock):  # type: ignore[no-untyped-def]
-    env = make_env(tmp_path, clock=clock)
+def digest_env(tmp_path, clock, *, url=None, run=True):  # type: ignore[no-untyped-def]
+    env = make_env(tmp_path, clock=clock, url=url)
     env.notes = DigestRecorder()
     send = env.policy.tools["send_external_message"]
     tools = {
@@ -63,8 +66,9 @@ def digest_env(tmp_path, clock):  # type: ignore[no-untyped-def]
         "send_external_message": send.model_copy(update={"decisions": ("approve", "reject")}),
     }
     env.with_policy(digest=Digest(risks=("medium",), every=dt.timedelta(hours=1)), tools=tools)
-    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
-    env.engine.execute_run(run.id)
+    if run:
+        started = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+        env.engine.execute_run(started.id)
     return env
 
 
@@ -160,3 +164,33 @@ def test_a_decision_redraws_the_digest_at_once(tmp_path):
     assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
     assert [d.approvals[0].status for d in env.notes.redraws][-1] == "resolved"
     assert env.notes.requested == [] and env.notes.updated == [], "never drawn as a card"
+
+
+def test_two_replicas_post_one_digest_listing_each_request_once(tmp_path, pg_url):
+    clock = Clock()
+    first = digest_env(tmp_path / "a", clock, url=pg_url)
+    second = digest_env(tmp_path / "b", clock, url=pg_url, run=False)
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    barrier = threading.Barrier(2)
+
+    def sweep(env):  # type: ignore[no-untyped-def]
+        barrier.wait()
+        return env.engine.sweep().digests
+
+    with ThreadPoolExecutor(2) as pool:
+        counts = list(pool.map(sweep, [first, second]))
+    assert sorted(counts) == [0, 1]
+    assert len(first.notes.posts) + len(second.notes.posts) == 1
+    with first.db.transaction() as s:
+        assert len(list(s.scalars(select(DigestItem.request_id)))) == 1
+    assert len(stored_digests(first)) == 1
+    for env in (first, second):
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_requests_recorded_for_a_digest_are_listed_at_once_when_the_policy_drops_it(tmp_path):
+    clock = Clock()
+    env = digest_env(tmp_path, clock)
+    env.with_policy(digest=None)
+    assert env.engine.sweep().digests == 1, "not left without a card or a digest"

@@ -167,3 +167,29 @@ def test_high_risk_still_gets_its_card_and_an_expired_item_shows_expired(h, cloc
     assert h.bot.engine.sweep().expired == 2
     redrawn = h.state.wait_for(lambda: (m := h.state.current(digest)) and not buttons(m) and m)
     assert "Expired" in json.dumps(redrawn.blocks)
+
+
+def digest_post(args: dict) -> bool:  # type: ignore[type-arg]
+    return (args.get("metadata") or {}).get("event_type") == "approval_digest"
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [{"error": "internal_error", "takes_effect": True}, {"drop": True}],
+    ids=["answered_with_an_error", "connection_dropped"],
+)
+def test_a_digest_slack_took_whose_answer_was_lost_is_found_not_posted_again(h, clock, lost):
+    root = start_waiting(h, SEND_B)
+    h.sandbox.misbehave("chat.postMessage", match=digest_post, **lost)
+    clock.advance(minutes=61)
+    assert h.bot.engine.sweep().digests == 0, "the bot never heard where it went"
+    [digest] = digests(h)
+    assert h.bot.engine.reconcile().digests == 0, "its poster's lease still holds"
+    clock.advance(minutes=2)
+    h.bot.engine.reconcile()
+    clock.advance(minutes=2)
+    h.bot.engine.reconcile()
+    assert [m.ts for m in digests(h)] == [digest.ts], "the digest was posted twice"
+    h.driver.click(user=people.RELEASE_MANAGER, message=digest, button=rows(digest, "Approve")[0])
+    result_message(h, root)
+    h.state.wait_for(lambda: not buttons(h.state.current(digest)) or None)
