@@ -11,6 +11,7 @@ import datetime as dt
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import Action, ApprovalRequest, DigestItem, DigestMessage, new_id
 from store.repositories import affected
@@ -22,7 +23,8 @@ class DigestRepository:
         self.session = session
         self.limit = limit
 
-    def _undigested(self) -> list[object]:
+    @staticmethod
+    def _undigested() -> list[ColumnElement[bool]]:
         listed = select(DigestItem.request_id)
         return [
             ApprovalRequest.status == RequestStatus.PENDING,
@@ -35,7 +37,7 @@ class DigestRepository:
         ``waited_since``."""
         stmt = (
             select(ApprovalRequest.digest_channel)
-            .where(*self._undigested())  # type: ignore[arg-type]
+            .where(*self._undigested())
             .group_by(ApprovalRequest.digest_channel)
             .having(func.min(ApprovalRequest.created_at) <= waited_since)
             .limit(self.limit)
@@ -46,7 +48,7 @@ class DigestRepository:
         """The requests of a channel waiting for a digest, oldest first, with their actions."""
         stmt = (
             select(ApprovalRequest)
-            .where(ApprovalRequest.digest_channel == channel, *self._undigested())  # type: ignore[arg-type]
+            .where(ApprovalRequest.digest_channel == channel, *self._undigested())
             .order_by(ApprovalRequest.created_at, ApprovalRequest.id)
             .options(joinedload(ApprovalRequest.actions))
             .limit(self.limit)
