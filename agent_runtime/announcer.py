@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from agent_runtime.digests import DigestPoster
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.reach import ReviewerReach
@@ -34,12 +35,15 @@ class Announcer:
         notifier: Notifier,
         locks: ThreadLocks,
         reach: ReviewerReach | None = None,
+        digests: DigestPoster | None = None,
     ) -> None:
-        """``reach``: who to tell that a card needs them; ``None`` tells nobody."""
+        """``reach``: who to tell that a card needs them; ``None`` tells nobody.
+        ``digests``: posts and redraws the digests of approvals reviewed in batches."""
         self.db = db
         self.notifier = notifier
         self.locks = locks
         self.reach = reach
+        self.digests = digests
 
     # Cards --------------------------------------------------------------------------------
 
@@ -55,6 +59,7 @@ class Announcer:
                 request is None
                 or request.status != RequestStatus.PENDING
                 or request.card_ts is not None
+                or request.digest_channel is not None  # listed in a digest instead
             ):
                 return
             drawn = approval_view(request)
@@ -97,7 +102,11 @@ class Announcer:
 
     def show_card(self, view: ApprovalView) -> None:
         """Re-render the card; remember what it shows so a stale card can be repaired later.
-        A card whose reference is not stored yet is left to whoever stores it."""
+        A card whose reference is not stored yet is left to whoever stores it. A request
+        reviewed in a digest has no card: the digest listing it is redrawn instead."""
+        if view.digest_channel is not None and self.digests is not None:
+            self.digests.show_for_request(view.id)
+            return
         if view.card_ts is None:
             return
         try:
@@ -186,6 +195,18 @@ class Announcer:
                 },
             )
         self.notifier.reviewers_needed(view, reach, after=after)
+
+    # Digests -------------------------------------------------------------------------------
+
+    def post_digests(self) -> int:
+        """Digests that are due, one per channel (split when they would not fit)."""
+        return self.digests.post_due() if self.digests is not None else 0
+
+    def repair_digests(self) -> int:
+        """Digests whose post was lost or whose redraw a crash interrupted."""
+        if self.digests is None:
+            return 0
+        return self.digests.retry_posts() + self.digests.repair()
 
     # Results and notices --------------------------------------------------------------------
 

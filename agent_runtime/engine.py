@@ -27,6 +27,7 @@ from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.cancel import CancelOutcome, CancelResult, RunCanceller
 from agent_runtime.claims import Claims
 from agent_runtime.decisions import Attempt, DecisionRecorder, DecisionResult
+from agent_runtime.digests import DigestPoster
 from agent_runtime.edits import EditRules
 from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
@@ -63,6 +64,8 @@ class ReconcileResult:
     cards: int
     results: int
     cards_posted: int = 0
+    digests: int = 0
+    """Digests posted again (after a lost answer) or redrawn."""
 
 
 CANCEL_WAIT_SECONDS = 5.0
@@ -97,6 +100,12 @@ class ApprovalEngine:
             notifier=notifier,
             locks=self.locks,
             reach=ReviewerReach(policy=policy, usergroup_members=usergroup_members),
+            digests=DigestPoster(
+                db=db,
+                notifier=notifier,
+                every=policy.digest.every if policy.digest else None,
+                clock=clock,
+            ),
         )
         self.runs = RunLifecycle(
             db=db,
@@ -332,12 +341,17 @@ class ApprovalEngine:
 
     def sweep(self) -> SweepResult:
         """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
-        due reminders."""
+        due reminders, then post the digests that are due (after expiry: nothing expired is
+        listed)."""
         expired = 0
         for request_id in self.sweeper.expire_due():
             expired += 1
             self._resume_guarded(request_id)
-        return SweepResult(expired=expired, reminded=self.sweeper.remind_due())
+        return SweepResult(
+            expired=expired,
+            reminded=self.sweeper.remind_due(),
+            digests=self.announcer.post_digests(),
+        )
 
     def reconcile(self) -> ReconcileResult:
         """Finish what dead processes left, at start-up and periodically; safe with several
@@ -356,6 +370,7 @@ class ApprovalEngine:
             results=self.announcer.post_missing_results(
                 settled_before=self.claims.settled_before()
             ),
+            digests=self.announcer.repair_digests(),
         )
 
     def _advance_stalled_runs(self) -> int:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent_runtime.reach import Reach
-from agent_runtime.views import ApprovalView, Reviewers, RunView
+from agent_runtime.views import ApprovalView, DigestView, Reviewers, RunView
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,16 @@ class Notifier(Protocol):
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
         """A gated tool refused to run without a matching approval: tell the run's thread."""
 
+    def digest_posted(self, digest: DigestView) -> MessageRef | None:
+        """Post a digest of several approvals in its channel; return where it lives."""
+
+    def digest_updated(self, digest: DigestView) -> None:
+        """Redraw a posted digest from the current state of the approvals it lists."""
+
+    def find_digest(self, digest: DigestView) -> MessageRef | None:
+        """Where this digest already is, if its post reached the chat though its answer was
+        lost; None if there is no such message."""
+
 
 class NullNotifier:
     """For scripts and tests that only look at the store."""
@@ -72,4 +82,13 @@ class NullNotifier:
         return None
 
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
+        return None
+
+    def digest_posted(self, digest: DigestView) -> MessageRef | None:
+        return None
+
+    def digest_updated(self, digest: DigestView) -> None:
+        return None
+
+    def find_digest(self, digest: DigestView) -> MessageRef | None:
         return None

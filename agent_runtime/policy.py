@@ -84,6 +84,21 @@ def _condition(value: object) -> object:
 When = dict[str, Annotated[Condition, BeforeValidator(_condition)]]
 
 
+class Digest(_Strict):
+    """Review in batches: pending approvals of these risk tiers are not posted as cards but
+    collected, per channel, into one digest message (Approve / Reject per item) once the oldest
+    of them has waited ``every``. High risk always gets its own card, so it cannot be listed."""
+
+    risks: tuple[Literal["low", "medium"], ...] = Field(min_length=1)
+    every: Duration
+
+    @model_validator(mode="after")
+    def _positive(self) -> Digest:
+        if self.every <= dt.timedelta(0):
+            raise ValueError("every must be a positive duration")
+        return self
+
+
 class Role(_Strict):
     users: tuple[str, ...] = ()
     usergroups: tuple[str, ...] = ()
@@ -152,6 +167,41 @@ class Policy(_Strict):
     roles: dict[str, Role] = {}
     requesters: tuple[str, ...] = (EVERYONE,)
     tools: dict[str, ToolRule] = {}
+    digest: Digest | None = None
+    """``None``: every approval gets its own card."""
+
+    @model_validator(mode="after")
+    def _digest_before_expiry(self) -> Policy:
+        """A digested approval must be listed before it can expire: ``every`` is shorter than
+        the expiry of each tool whose risk is digested (and of tools the policy does not name,
+        which are medium risk and expire after the default)."""
+        if self.digest is None:
+            return self
+        spans = {"defaults.expires_after": self.defaults.expires_after}
+        for name, rule in self.tools.items():
+            if rule.risk in self.digest.risks and rule.expires_after is not None:
+                spans[f"tools.{name}.expires_after"] = rule.expires_after
+        for where, span in spans.items():
+            if self.digest.every >= span:
+                raise ValueError(
+                    f"digest.every ({self.digest.every}) must be shorter than {where} ({span}): "
+                    "an approval would expire before its digest is posted"
+                )
+        return self
+
+    def digested(self, tool_name: str) -> bool:
+        """Whether a call of this tool may wait for the digest instead of its own card: its
+        risk is digested, it is decided by approve/reject only, and one sign-off suffices
+        (a digest row has no room for an edit form, a reason-less respond or a tally)."""
+        if self.digest is None:
+            return False
+        rule = self.rule_for(tool_name)
+        return (
+            rule.gated
+            and rule.risk in self.digest.risks
+            and rule.approvals_required == 1
+            and set(rule.decisions) <= {"approve", "reject"}
+        )
 
     @model_validator(mode="after")
     def _roles_exist(self) -> Policy:

@@ -77,7 +77,28 @@ def build_request(
             action.extra = {**(action.extra or {}), "subagent": subagent}
         actions.append(action)
     request.review_channel = _review_channel(policy, actions)
+    if digestible(policy, actions):
+        request.digest_channel = request.review_channel or run.channel_id
     return request, actions
+
+
+MAX_DIGEST_ACTIONS = 20
+"""The most open actions one digest message lists (and so the most a digested request may
+have): two blocks each keeps a digest within a chat message's 50 blocks."""
+
+
+def digestible(policy: Policy, actions: list[Action]) -> bool:
+    """Every action waiting on people is digested by the policy and can be approved as
+    recorded (one with schema errors needs its card: it shows them and offers only reject)."""
+    waiting = [a for a in actions if a.outcome is None]
+    return (
+        0 < len(waiting) <= MAX_DIGEST_ACTIONS
+        and all(policy.digested(a.tool_name) for a in waiting)
+        and all(
+            "approve" in a.allowed_decisions and set(a.allowed_decisions) <= {"approve", "reject"}
+            for a in waiting
+        )
+    )
 
 
 def _review_channel(policy: Policy, actions: list[Action]) -> str | None:

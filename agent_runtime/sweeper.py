@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 class SweepResult:
     expired: int
     reminded: int
+    digests: int = 0
+    """Digest messages posted."""
 
 
 class Sweeper:

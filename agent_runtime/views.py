@@ -89,6 +89,8 @@ class ApprovalView:
     actions: tuple[ActionView, ...]
     review_channel: str | None = None
     """Where the policy sends the card; ``None``: the run's thread."""
+    digest_channel: str | None = None
+    """Set when the request is reviewed in that channel's digest instead of on a card."""
 
     @property
     def away_from_run(self) -> bool:
@@ -174,4 +176,25 @@ def approval_view(request: ApprovalRequest) -> ApprovalView:
         card_ts=request.card_ts,
         actions=tuple(action_view(a) for a in request.actions),
         review_channel=request.review_channel,
+        digest_channel=request.digest_channel,
     )
+
+
+@dataclass(frozen=True)
+class DigestView:
+    """One digest message: the approvals it lists, as they are now."""
+
+    id: str
+    channel: str
+    ts: str | None
+    approvals: tuple[ApprovalView, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        """What the message shows: any decision, edit, expiry or close changes it."""
+        parts = [
+            f"{a.id}:{a.status}:"
+            + ",".join(f"{x.id}={x.outcome}/{len(x.decisions)}" for x in a.actions)
+            for a in self.approvals
+        ]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]

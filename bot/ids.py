@@ -18,6 +18,9 @@ class ActionId(enum.StrEnum):
     CANCEL_RUN = "run.cancel"
     APPROVALS_PAGE = "approvals.page"
     """A page of ``/approvals``: the value is the request id the page starts after."""
+    DIGEST_APPROVE = "digest.approve"
+    """Approve on a digest row: decided like a card's Approve, but the message clicked is
+    never taken for the request's card. (Reject on a digest is the card's Reject.)"""
 
 
 class CallbackId(enum.StrEnum):
@@ -34,6 +37,7 @@ class BlockId(enum.StrEnum):
     ACTION_ROW_PREFIX = "action:"
     REQUEST_ROW_PREFIX = "request:"
     RUN_ROW_PREFIX = "run:"
+    DIGEST_ROW_PREFIX = "digest:"
     EDIT_FIELD_PREFIX = "arg:"
 
 

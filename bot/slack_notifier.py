@@ -13,8 +13,9 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from agent_runtime.notifier import MessageRef
 from agent_runtime.reach import Reach
-from agent_runtime.views import ApprovalView, Reviewers, RunView
+from agent_runtime.views import ApprovalView, DigestView, Reviewers, RunView
 from bot.blocks.approval_card import approval_card
+from bot.blocks.digest import digest_message
 from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 
@@ -32,6 +33,8 @@ class Unfurl(TypedDict):
 NO_UNFURL = Unfurl(unfurl_links=False, unfurl_media=False)
 CARD_EVENT = "approval_card"
 """Message metadata ``event_type`` of our cards; ``event_payload.request_id`` names the request."""
+DIGEST_EVENT = "approval_digest"
+"""Message metadata ``event_type`` of our digests; ``event_payload.digest_id`` names it."""
 
 
 class SlackNotifier:
@@ -145,6 +148,43 @@ class SlackNotifier:
             ts=approval.card_ts,
             **approval_card(approval, workspace_url=self.workspace_url),
         )
+
+    def digest_posted(self, digest: DigestView) -> MessageRef | None:
+        """Top level in the channel, tagged with the digest id for ``find_digest``; one
+        attempt only (the engine looks for it before posting again)."""
+        response = self._card_poster.chat_postMessage(
+            channel=digest.channel,
+            metadata={"event_type": DIGEST_EVENT, "event_payload": {"digest_id": digest.id}},
+            **digest_message(digest),
+            **NO_UNFURL,
+        )
+        return MessageRef(channel=response["channel"], ts=response["ts"])
+
+    def digest_updated(self, digest: DigestView) -> None:
+        if digest.ts is None:
+            return
+        self.client.chat_update(channel=digest.channel, ts=digest.ts, **digest_message(digest))
+
+    def find_digest(self, digest: DigestView) -> MessageRef | None:
+        """Our newest messages in the digest's channel (``conversations.history``)."""
+        me = self._me()
+        cursor = None
+        for _page in range(HISTORY_PAGES):
+            page = self.client.conversations_history(
+                channel=digest.channel, include_all_metadata=True, limit=200, cursor=cursor
+            )
+            for message in page.get("messages") or []:
+                meta = message.get("metadata") or {}
+                if (
+                    message.get("user") == me
+                    and meta.get("event_type") == DIGEST_EVENT
+                    and (meta.get("event_payload") or {}).get("digest_id") == digest.id
+                ):
+                    return MessageRef(channel=digest.channel, ts=str(message["ts"]))
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                return None
+        return None
 
     def run_finished(self, run: RunView) -> None:
         self.client.chat_postMessage(

@@ -117,11 +117,46 @@ class ApprovalRequest(Base):
     review_channel: Mapped[str | None] = mapped_column(String(32))
     """Where the policy sends the card, chosen when the interrupt was recorded; ``None``: the
     run's thread."""
+    digest_channel: Mapped[str | None] = mapped_column(String(32))
+    """Set when the policy reviews this request in a digest (no card of its own): the channel
+    whose digest lists it."""
 
     run: Mapped[Run] = relationship(back_populates="requests")
     actions: Mapped[list[Action]] = relationship(
         back_populates="request", order_by="Action.position"
     )
+
+
+class DigestMessage(Base):
+    """One digest message: several pending approvals of a channel, each with its buttons.
+
+    Created with its items before it is posted; ``ts`` is stored after the post. Whoever holds
+    ``posting_until`` (a lease) posts it, or after a lost answer looks for it and posts again."""
+
+    __tablename__ = "digest_messages"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    ts: Mapped[str | None] = mapped_column(String(32))
+    posting_until: Mapped[dt.datetime | None] = mapped_column()
+    drawn: Mapped[str | None] = mapped_column(String(64))
+    """A fingerprint of what the message last showed: a redraw lost to a crash is repaired."""
+    settled: Mapped[bool] = mapped_column(default=False)
+    """Every request it lists is closed and drawn so: maintenance stops looking at it."""
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    items: Mapped[list[DigestItem]] = relationship(order_by="DigestItem.position")
+
+
+class DigestItem(Base):
+    """A request listed in a digest; a request is listed in one digest only (its key)."""
+
+    __tablename__ = "digest_items"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), primary_key=True)
+    digest_id: Mapped[str] = mapped_column(ForeignKey("digest_messages.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
 
 
 class Action(Base):

@@ -182,12 +182,14 @@ class ApprovalRepository:
     def without_card(
         self, *, created_before: dt.datetime, limit: int = 100
     ) -> list[tuple[str, str]]:
-        """(request id, run id) of pending requests whose card reference was never stored."""
+        """(request id, run id) of pending requests whose card reference was never stored
+        (requests reviewed in a digest have no card)."""
         stmt = (
             select(ApprovalRequest.id, ApprovalRequest.run_id)
             .where(
                 ApprovalRequest.status == RequestStatus.PENDING,
                 ApprovalRequest.card_ts.is_(None),
+                ApprovalRequest.digest_channel.is_(None),  # listed in a digest, no card
                 ApprovalRequest.created_at <= created_before,
             )
             .order_by(ApprovalRequest.created_at)

@@ -66,6 +66,12 @@ class FakeAnnouncer:
     def post_missing_results(self, *, settled_before: Any) -> int:
         return 0
 
+    def post_digests(self) -> int:
+        return 0
+
+    def repair_digests(self) -> int:
+        return 0
+
 
 def engine_with_fakes(tmp_path, outcomes):  # type: ignore[no-untyped-def]
     db = sqlite_store(tmp_path)

@@ -171,3 +171,49 @@ def test_the_requester_role_cannot_approve_a_tool_that_acts(tmp_path):
     )
     with pytest.raises(PolicyError, match="requester role may only answer"):
         load_policy(path)
+
+
+DIGEST_POLICY = """
+version: v1
+defaults: {expires_after: 4h}
+digest: {risks: [medium], every: 1h}
+roles: {ops: {users: [U0OPS]}}
+tools:
+  notify: {risk: medium, decisions: [approve, reject]}
+  fix: {risk: medium, decisions: [approve, edit, reject]}
+  pair: {risk: medium, approvals_required: 2}
+  wipe: {risk: high}
+  tidy: {risk: low}
+"""
+
+
+def test_digest_takes_only_single_sign_off_approve_reject_tools_of_its_risks(tmp_path):
+    policy = load_policy(write(tmp_path, DIGEST_POLICY))
+    assert policy.digest is not None and policy.digest.every == dt.timedelta(hours=1)
+    assert policy.digested("notify") and policy.digested("unnamed_tool")
+    assert not policy.digested("fix"), "an edit needs the card's form"
+    assert not policy.digested("pair"), "a tally of sign-offs needs the card"
+    assert not policy.digested("wipe") and not policy.digested("tidy")
+    assert not load_policy(None).digested("notify"), "no digest section: cards only"
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ("every: 1h", "digest.every (1:00:00) must be shorter than defaults.expires_after"),
+        ("every: 30m\ntools: {notify: {expires_after: 30m}}", "tools.notify.expires_after"),
+        ("every: 10m\ndigest_risks: [high]", "digest.risks"),
+        ("every: 0s", "every must be a positive duration"),
+    ],
+)
+def test_a_digest_that_could_outlive_its_approvals_is_refused_at_load(tmp_path, change, fragment):
+    every, _, rest = change.partition("\n")
+    risks = "[high]" if "digest_risks" in rest else "[medium]"
+    tools = rest if rest.startswith("tools") else ""
+    text = (
+        f"version: v1\ndefaults: {{expires_after: 1h}}\nroles: {{ops: {{users: [U0OPS]}}}}\n"
+        f"digest: {{risks: {risks}, {every}}}\n{tools}\n"
+    )
+    with pytest.raises(PolicyError) as caught:
+        load_policy(write(tmp_path, text))
+    assert fragment in str(caught.value)

@@ -9,6 +9,7 @@ from bot.ids import ActionId
 from bot.listeners.actions.approvals_page import on_approvals_page
 from bot.listeners.actions.cancel import on_cancel_run
 from bot.listeners.actions.decide import on_approve, on_approve_all
+from bot.listeners.actions.digest import on_digest_approve
 from bot.listeners.actions.modals import (
     on_edit,
     on_reject,
@@ -33,5 +34,6 @@ def register(app: App) -> None:
         (ActionId.REVIEW_PAGE, on_review_page),
         (ActionId.CANCEL_RUN, on_cancel_run),
         (ActionId.APPROVALS_PAGE, on_approvals_page),
+        (ActionId.DIGEST_APPROVE, on_digest_approve),
     ):
         app.action({"type": "block_actions", "action_id": str(action_id)})(listener)
