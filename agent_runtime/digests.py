@@ -40,12 +40,13 @@ REDRAWS = 3
 
 
 def pack(requests: list[ApprovalRequest], *, limit: int = MAX_DIGEST_ACTIONS) -> list[list[str]]:
-    """Request ids in order, cut into groups of at most ``limit`` open actions each (a request
-    is never split: its actions are decided together)."""
+    """Request ids in order, cut into groups of at most ``limit`` rows each (every action not
+    exempt is a row, decided or not; a request is never split: its actions are decided
+    together)."""
     groups: list[list[str]] = []
     size = limit
     for request in requests:
-        count = sum(1 for a in request.actions if a.outcome is None)
+        count = sum(1 for a in request.actions if not a.exempt)
         if size + count > limit:
             groups.append([])
             size = 0
@@ -94,6 +95,9 @@ class DigestPoster:
                 repo = DigestRepository(s)
                 waiting = repo.undigested(channel)
                 team = waiting[0].team_id if waiting else None
+                # One workspace per digest: its people see nothing of another's calls (the
+                # others are listed on the next round).
+                waiting = [r for r in waiting if r.team_id == team]
                 return [
                     repo.create(
                         channel=channel,
@@ -178,6 +182,11 @@ class DigestPoster:
                 stored = DigestRepository(s).get(digest_id)
                 drawn = stored.drawn if stored is not None else None
             if not force and drawn == view.fingerprint:
+                if all(a.status not in _OPEN for a in view.approvals):
+                    # Posted already closed (say, after a lost post): nothing to redraw, but it
+                    # must leave the repair's list, or it crowds out newer digests for good.
+                    with self.db.transaction() as s:
+                        DigestRepository(s).mark_drawn(digest_id, drawn=drawn, settled=True)
                 return False
             try:
                 self.notifier.digest_updated(view)

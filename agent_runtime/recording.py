@@ -79,20 +79,27 @@ def build_request(
     request.review_channel = _review_channel(policy, actions)
     if digestible(policy, actions):
         request.digest_channel = request.review_channel or run.channel_id
+        if request.remind_at is not None and policy.digest is not None:
+            # Nobody is reminded of an approval before its digest can show it.
+            later = request.remind_at + policy.digest.every
+            request.remind_at = later if later < expires_at else None
     return request, actions
 
 
 MAX_DIGEST_ACTIONS = 20
-"""The most open actions one digest message lists (and so the most a digested request may
-have): two blocks each keeps a digest within a chat message's 50 blocks."""
+"""The most rows (actions not exempt, open or already decided) one digest message lists, and
+so the most a digested request may have: two blocks each keeps a digest within a chat
+message's 50 blocks."""
 
 
 def digestible(policy: Policy, actions: list[Action]) -> bool:
     """Every action waiting on people is digested by the policy and can be approved as
     recorded (one with schema errors needs its card: it shows them and offers only reject)."""
     waiting = [a for a in actions if a.outcome is None]
+    rows = [a for a in actions if not a.exempt]  # the digest shows each, decided or not
     return (
-        0 < len(waiting) <= MAX_DIGEST_ACTIONS
+        len(waiting) > 0
+        and len(rows) <= MAX_DIGEST_ACTIONS
         and all(policy.digested(a.tool_name) for a in waiting)
         and all(
             "approve" in a.allowed_decisions and set(a.allowed_decisions) <= {"approve", "reject"}

@@ -100,7 +100,7 @@ class ApprovalView:
     @property
     def card_channels(self) -> tuple[str, ...]:
         """Where people can see this card: a click from anywhere else reads nothing."""
-        found = (self.run.channel_id, self.review_channel, self.card_channel)
+        found = (self.run.channel_id, self.review_channel, self.card_channel, self.digest_channel)
         return tuple(dict.fromkeys(c for c in found if c))
 
     @property

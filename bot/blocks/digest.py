@@ -108,13 +108,16 @@ def _status(approval: ApprovalView, action: ActionView) -> str:
 
 def _buttons(action: ActionView) -> dict[str, Any]:
     """The value names the action and the version this row showed: a click on an older row
-    is refused, as on cards."""
+    is refused, as on cards. A row that cuts its arguments short offers all of them, as a card
+    does: the version binds the whole call, so the reviewer must be able to read it."""
     value = choice_value(action.id, action.action_hash)
     elements = []
     if "approve" in action.allowed_decisions:
         elements.append(_button("Approve", ActionId.DIGEST_APPROVE, value, "primary"))
     if "reject" in action.allowed_decisions:
         elements.append(_button("Reject", ActionId.REJECT, value, "danger"))
+    if _cut_short(action):
+        elements.append(_button("View full arguments", ActionId.VIEW_ARGS, action.id, None))
     return {
         "type": "actions",
         "block_id": f"{BlockId.DIGEST_ROW_PREFIX}{action.id}",
@@ -122,14 +125,21 @@ def _buttons(action: ActionView) -> dict[str, Any]:
     }
 
 
-def _button(label: str, action_id: str, value: str, style: str) -> dict[str, Any]:
-    return {
+def _cut_short(action: ActionView) -> bool:
+    shown = summary(action.args)
+    return bool(action.args) and verbatim(shown, SUMMARY_CHARS) != verbatim(shown, 1_000_000)
+
+
+def _button(label: str, action_id: str, value: str, style: str | None) -> dict[str, Any]:
+    button: dict[str, Any] = {
         "type": "button",
         "text": {"type": "plain_text", "text": label},
         "action_id": action_id,
         "value": value,
-        "style": style,
     }
+    if style:
+        button["style"] = style
+    return button
 
 
 def _when(at: dt.datetime) -> str:

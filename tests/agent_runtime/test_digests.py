@@ -11,11 +11,14 @@ from types import SimpleNamespace
 
 from sqlalchemy import select
 
+from agent_runtime.authorization import Actor
 from agent_runtime.digests import pack
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.notifier import MessageRef
-from agent_runtime.policy import Digest
-from store.models import ApprovalRequest, DigestItem, DigestMessage, utcnow
+from agent_runtime.policy import Digest, load_policy
+from agent_runtime.recording import MAX_DIGEST_ACTIONS, digestible
+from store.digests import DigestRepository
+from store.models import Action, ApprovalRequest, DigestItem, DigestMessage, utcnow
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Recorder, decide, make_env
 
 SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
@@ -144,12 +147,17 @@ def test_a_failed_redraw_after_a_decision_is_repaired(tmp_path):
     assert env.engine.reconcile().digests == 0, "a settled digest is left alone"
 
 
-def _request(rid: str, open_actions: int):  # type: ignore[no-untyped-def]
-    return SimpleNamespace(id=rid, actions=[SimpleNamespace(outcome=None)] * open_actions)
+def _request(rid: str, rows: int, *, exempt: int = 0):  # type: ignore[no-untyped-def]
+    """A request with ``rows`` actions shown in a digest (open or decided) and ``exempt``
+    actions that never are."""
+    shown = [SimpleNamespace(outcome=None, exempt=False)] * rows
+    return SimpleNamespace(
+        id=rid, actions=shown + [SimpleNamespace(outcome=None, exempt=True)] * exempt
+    )
 
 
 def test_pack_never_puts_more_than_the_limit_of_actions_in_one_digest():
-    requests = [_request(f"r{i}", n) for i, n in enumerate([5, 10, 6, 20, 1])]
+    requests = [_request(f"r{i}", n, exempt=3) for i, n in enumerate([5, 10, 6, 20, 1])]
     assert pack(requests, limit=20) == [["r0", "r1"], ["r2"], ["r3"], ["r4"]]  # type: ignore[arg-type]
     assert pack([], limit=20) == []
 
@@ -194,3 +202,118 @@ def test_requests_recorded_for_a_digest_are_listed_at_once_when_the_policy_drops
     env = digest_env(tmp_path, clock)
     env.with_policy(digest=None)
     assert env.engine.sweep().digests == 1, "not left without a card or a digest"
+
+
+def test_a_digest_posted_after_its_requests_closed_is_settled(tmp_path):
+    """The post fails, the run is cancelled meanwhile, the retry posts the closed state: the
+    message is right, but ``settled`` is never set, so ``open_posted`` (oldest first, limit
+    100) returns it on every maintenance round forever, crowding out newer digests."""
+    clock = Clock()
+    env = digest_env(tmp_path, clock)
+    env.notes.lose_answers, env.notes.visible = 1, False
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    env.engine.sweep()
+    [digest] = stored_digests(env)
+    assert digest.ts is None
+    with env.db.transaction() as s:
+        run_id = s.scalars(select(ApprovalRequest.run_id)).one()
+    assert env.engine.cancel_run(run_id, actor=REQUESTER).cancelled
+    for _ in range(3):
+        clock.now += dt.timedelta(minutes=2)
+        env.engine.reconcile()
+    assert [a.status for a in env.notes.posts[-1].approvals] == ["cancelled"]
+    assert [d.ts for d in stored_digests(env)] == ["2.5"]
+    with env.db.transaction() as s:
+        assert DigestRepository(s).open_posted() == [], "a closed digest is still 'open'"
+
+
+def test_one_digest_never_lists_requests_of_two_workspaces(tmp_path):
+    clock = Clock()
+    env = digest_env(tmp_path, clock)  # a run of T1 in C1
+    other = Actor("U0BOB", "T2")
+    started = env.engine.start_run(actor=other, channel_id="C1", text=SEND)
+    env.engine.execute_run(started.id)
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    env.engine.sweep()
+    teams = [{a.run.requester_id for a in d.approvals} for d in env.notes.posts]
+    with env.db.transaction() as s:
+        by_team = {
+            r[0]: r[1]
+            for r in s.execute(select(ApprovalRequest.requester_id, ApprovalRequest.team_id))
+        }
+    assert by_team == {"U0ALICE": "T1", "U0BOB": "T2"}
+    assert all(len({by_team[u] for u in users}) == 1 for users in teams), (
+        f"one digest mixes workspaces: {teams}; stored {[d.team_id for d in stored_digests(env)]}"
+    )
+
+
+def test_stuck_unsettled_digests_starve_the_repair_of_newer_ones(tmp_path, monkeypatch):
+    """Consequence of the above: ``open_posted`` returns the oldest N; with N stuck ones
+    (N=1 here, 100 in production), a newer digest whose redraw failed is never repaired."""
+    monkeypatch.setattr(DigestRepository.__init__, "__kwdefaults__", {"limit": 1})
+    clock = Clock()
+    env = digest_env(tmp_path, clock)
+    env.notes.lose_answers, env.notes.visible = 1, False
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    env.engine.sweep()
+    with env.db.transaction() as s:
+        run_id = s.scalars(select(ApprovalRequest.run_id)).one()
+    env.engine.cancel_run(run_id, actor=REQUESTER)
+    clock.now += dt.timedelta(minutes=2)
+    env.engine.reconcile()  # posts the closed digest: never settled
+    started = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    env.engine.execute_run(started.id)
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    env.engine.sweep()
+    newer = env.notes.posts[-1]
+    action_id = newer.approvals[0].actions[0].id
+    env.notes.fail_redraws = 5
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
+    env.notes.fail_redraws = 0
+    for _ in range(3):
+        clock.now += dt.timedelta(minutes=2)
+        env.engine.reconcile()
+    shown = [d for d in env.notes.redraws if d.id == newer.id]
+    assert shown and shown[-1].approvals[0].status == "resolved", "newer digest never repaired"
+
+
+def test_no_reminder_goes_out_for_a_digested_request_before_its_digest_exists(tmp_path):
+    """A reminder of a request reviewed in a digest goes to the run's thread (``_card_place``
+    with no card) and may come before the digest is posted: reviewers are pinged about an
+    approval they can find nowhere."""
+    clock = Clock()
+    env = digest_env(tmp_path, clock, run=False)
+    env.with_policy(
+        defaults=env.policy.defaults.model_copy(update={"remind_after": dt.timedelta(minutes=30)})
+    )
+    started = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    env.engine.execute_run(started.id)
+    clock.now += dt.timedelta(minutes=31)
+    env.engine.sweep()
+    assert env.notes.posts == [], "no digest yet (every = 1 h)"
+    assert env.notes.reminded == [], "reminded of an approval that is not shown anywhere"
+
+
+def test_a_request_with_more_rows_than_a_digest_holds_gets_a_card() -> None:
+    """Decided (vetoed) actions are rows too: counting only the open ones let a request into a
+    digest whose last open actions fell past the message's end, with no buttons anywhere."""
+    policy = load_policy(None).model_copy(
+        update={"digest": Digest(risks=("medium",), every=dt.timedelta(hours=1))}
+    )
+    tool = "a_tool_the_policy_does_not_name"  # medium risk, approve/reject, one sign-off
+    both = ["approve", "reject"]
+    vetoed = [
+        Action(
+            tool_name=tool,
+            outcome="rejected",
+            exempt=False,
+            allowed_decisions=["approve", "reject"],
+        )
+        for _ in range(5)
+    ]
+    open_ = [
+        Action(tool_name=tool, outcome=None, exempt=False, allowed_decisions=both)
+        for _ in range(MAX_DIGEST_ACTIONS - 4)
+    ]
+    assert digestible(policy, open_)
+    assert not digestible(policy, [*vetoed, *open_])

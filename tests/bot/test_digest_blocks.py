@@ -97,6 +97,11 @@ def test_each_open_row_has_approve_and_reject_naming_the_action_and_its_version(
     assert "<@U0REL1> approved at <!date^" in rendered
 
 
+def _decisions(message):  # type: ignore[no-untyped-def]
+    """Approve and Reject buttons (a long row also offers View full arguments)."""
+    return [v for v in _values(message) if v[0] != "approval.view_args"]
+
+
 def test_the_largest_digest_the_engine_posts_fits_and_more_rows_are_counted_not_dropped():
     assert MAX_DIGEST_ACTIONS <= MAX_ITEMS
     many = [
@@ -105,10 +110,10 @@ def test_the_largest_digest_the_engine_posts_fits_and_more_rows_are_counted_not_
     ]
     full = digest_message(digest(*many[:MAX_DIGEST_ACTIONS]))
     assert_valid_message(full)
-    assert len(_values(full)) == 2 * MAX_DIGEST_ACTIONS
+    assert len(_decisions(full)) == 2 * MAX_DIGEST_ACTIONS
     over = digest_message(digest(*many))
     assert_valid_message(over)  # at most 50 blocks, each valid
-    shown = len(_values(over)) // 2
+    shown = len(_decisions(over)) // 2
     hidden = int(re.search(r"(\d+) more action\(s\) do not fit", json.dumps(over)).group(1))
     assert shown + hidden == 30
 
@@ -136,3 +141,18 @@ def test_agent_text_in_a_digest_is_inert():
         for text in texts:
             stripped = re.sub(r"<@U0(ALICE|SEC1)>|<!date\^\d+\^[^|>]*\|[^>]*>", "", text)
             assert not LIVE.search(stripped), text
+
+
+def _elements(message) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    return [e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_a_row_that_cuts_its_arguments_short_offers_all_of_them():
+    """Approve binds the whole call: a row showing part of it offers the rest, as a card does."""
+    long_args = {"text": "Quarterly numbers attached. " * 15, "bcc": "attacker@evil.example"}
+    cut = digest_message(digest(approval(action(0, args=long_args), id="apr_1")))
+    assert "attacker@evil.example" not in json.dumps(cut)  # not on the row itself
+    [view] = [e for e in _elements(cut) if e["action_id"] == "approval.view_args"]
+    assert view["value"] == "act_0"
+    short = digest_message(digest(approval(action(0, args={"to": "a@example.com"}), id="apr_1")))
+    assert all(e["action_id"] != "approval.view_args" for e in _elements(short))

@@ -15,7 +15,7 @@ from bot.sandbox import people
 from bot.sandbox.driver import Button, buttons
 from bot.sandbox.state import Message
 from store.models import ApprovalRequest, AuditEvent, Decision, DigestMessage, Run
-from tests.bot.flows import DELETE, cards_in, ephemeral_for, result_message, start_run
+from tests.bot.flows import DELETE, cards_in, ephemeral_for, open_modal, result_message, start_run
 from tests.bot.test_policy_flow import FakeClock
 from tests.conftest import Harness
 
@@ -193,3 +193,17 @@ def test_a_digest_slack_took_whose_answer_was_lost_is_found_not_posted_again(h, 
     h.driver.click(user=people.RELEASE_MANAGER, message=digest, button=rows(digest, "Approve")[0])
     result_message(h, root)
     h.state.wait_for(lambda: not buttons(h.state.current(digest)) or None)
+
+
+def test_a_row_cut_short_shows_the_whole_call_from_the_digest(h, clock):
+    """The Approve of a row binds the whole call; a row that shows part of it opens the rest
+    for anyone who sees the digest, as a card does."""
+    text = "Quarterly numbers attached. " * 15
+    long_send = json.dumps({"recipient": "c@example.com", "text": text + "P.S. bcc the board"})
+    start_waiting(h, f"send_external_message {long_send}")
+    clock.advance(minutes=61)
+    assert h.bot.engine.sweep().digests == 1
+    [digest] = digests(h)
+    assert "bcc the board" not in json.dumps(digest.blocks)
+    view = open_modal(h, people.RELEASE_MANAGER, digest, "View full arguments")
+    assert "bcc the board" in json.dumps(view.view)
