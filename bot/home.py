@@ -12,7 +12,7 @@ from slack_sdk import WebClient
 from agent_runtime.authorization import Actor
 from agent_runtime.notifier import MessageRef
 from agent_runtime.overview import Overview
-from agent_runtime.views import ApprovalView, Reviewers, RunView
+from agent_runtime.views import ApprovalView, DigestView, Reviewers, RunView
 from bot.blocks.home import home_view
 from bot.executor import BoundedExecutor
 from bot.slack_notifier import SlackNotifier
@@ -143,6 +143,23 @@ class HomeRefreshingNotifier(SlackNotifier):
         finally:
             if self.home is not None:
                 self.home.run_changed(run)
+
+    def digest_posted(self, digest: DigestView) -> MessageRef | None:
+        try:
+            return super().digest_posted(digest)
+        finally:
+            self._digest(digest)
+
+    def digest_updated(self, digest: DigestView) -> None:
+        try:
+            super().digest_updated(digest)
+        finally:
+            self._digest(digest)
+
+    def _digest(self, digest: DigestView) -> None:
+        """A digest's approvals are on their people's lists as cards' are."""
+        for approval in digest.approvals:
+            self._approval(approval)
 
     def _approval(self, approval: ApprovalView) -> None:
         if self.home is not None:

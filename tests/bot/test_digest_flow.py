@@ -16,6 +16,7 @@ from bot.sandbox.driver import Button, buttons
 from bot.sandbox.state import Message
 from store.models import ApprovalRequest, AuditEvent, Decision, DigestMessage, Run
 from tests.bot.flows import DELETE, cards_in, ephemeral_for, open_modal, result_message, start_run
+from tests.bot.test_approvals_home import _home, _sections
 from tests.bot.test_policy_flow import FakeClock
 from tests.conftest import Harness
 
@@ -207,3 +208,25 @@ def test_a_row_cut_short_shows_the_whole_call_from_the_digest(h, clock):
     assert "bcc the board" not in json.dumps(digest.blocks)
     view = open_modal(h, people.RELEASE_MANAGER, digest, "View full arguments")
     assert "bcc the board" in json.dumps(view.view)
+
+
+def test_a_decision_in_a_digest_refreshes_the_home_tab(h, clock):
+    """A digested approval is on its reviewers' Home tabs like a card's, and leaves "Waiting
+    on you" once decided from the digest."""
+    root = start_waiting(h, SEND_A)
+    clock.advance(minutes=61)
+    assert h.bot.engine.sweep().digests == 1
+    [digest] = digests(h)
+    with h.bot.db.transaction() as s:
+        request_id = s.scalars(select(ApprovalRequest.id)).one()
+    h.driver.open_home(user=people.RELEASE_MANAGER_2)
+    assert request_id in _sections(_home(h, people.RELEASE_MANAGER_2))["Waiting on you"]
+
+    h.driver.click(user=people.RELEASE_MANAGER, message=digest, button=rows(digest, "Approve")[0])
+    result_message(h, root)
+    h.state.wait_for(
+        lambda: (
+            (v := h.state.home_of(people.RELEASE_MANAGER_2))
+            and request_id not in _sections(v)["Waiting on you"]
+        )
+    )
