@@ -83,8 +83,8 @@ class Overview:
             HomeViewers(s).remember(
                 actor.user_id, team_id=actor.team_id, enterprise_id=actor.enterprise_id
             )
-        with self._lock:
-            self._viewers[actor.user_id] = actor
+        with self._lock:  # copy on write: readers keep the dict they were given
+            self._viewers = {**self._viewers, actor.user_id: actor}
 
     def viewers_among(self, user_ids: Collection[str], *, limit: int) -> list[Actor]:
         viewers = self._known_viewers()
@@ -107,7 +107,7 @@ class Overview:
                     v.user_id: Actor(v.user_id, v.team_id, v.enterprise_id) for v in found
                 }
                 self._read_at = now
-            return dict(self._viewers)
+            return self._viewers  # never changed in place: safe to read without the lock
 
     def people_of(self, approval: ApprovalView) -> Reviewers:
         """Whose lists an approval is on: its requester, everyone who decided on it and every

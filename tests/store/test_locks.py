@@ -3,8 +3,10 @@ whether that is another thread or another process (SQLite file lock, PostgreSQL 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,13 +21,13 @@ def url(request, tmp_path):  # type: ignore[no-untyped-def]
     return request.getfixturevalue("pg_url")
 
 
-def test_try_hold_gives_way_to_a_holder_in_another_thread(url):
-    db = Database(url)
-    locks = ThreadLocks(db)
+@contextlib.contextmanager
+def held_by_another_thread(locks: ThreadLocks, key: str) -> Iterator[threading.Event]:
+    """Another thread holds ``key`` until the yielded event is set (or the block ends)."""
     held, done = threading.Event(), threading.Event()
 
     def holder() -> None:
-        with locks.hold("run_1"):
+        with locks.hold(key):
             held.set()
             done.wait(30)
 
@@ -33,13 +35,20 @@ def test_try_hold_gives_way_to_a_holder_in_another_thread(url):
     thread.start()
     try:
         assert held.wait(30)
+        yield done
+    finally:
+        done.set()
+        thread.join(30)
+
+
+def test_try_hold_gives_way_to_a_holder_in_another_thread(url):
+    db = Database(url)
+    locks = ThreadLocks(db)
+    with held_by_another_thread(locks, "run_1"):
         with locks.try_hold("run_1") as got:
             assert got is False
         with locks.try_hold("run_2") as other:
             assert other is True  # other keys are free
-    finally:
-        done.set()
-        thread.join(30)
     with locks.try_hold("run_1") as got:
         assert got is True
     db.dispose()
@@ -74,17 +83,7 @@ def test_try_hold_gives_way_to_a_holder_in_another_process(url):
 def test_hold_within_waits_for_a_holder_that_lets_go_and_gives_up_on_one_that_does_not(url):
     db = Database(url)
     locks = ThreadLocks(db)
-    held, done = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with locks.hold("run_1"):
-            held.set()
-            done.wait(30)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert held.wait(30)
+    with held_by_another_thread(locks, "run_1") as done:
         with locks.hold_within("run_1", 0.3) as got:
             assert got is False  # still held when the wait ran out
         with locks.hold_within("run_2", 0.3) as other:
@@ -94,9 +93,6 @@ def test_hold_within_waits_for_a_holder_that_lets_go_and_gives_up_on_one_that_do
             assert got is True
             with locks.try_hold("run_1") as again:
                 assert again is False  # and we hold it now
-    finally:
-        done.set()
-        thread.join(30)
     with locks.hold("run_1"):  # released after hold_within
         pass
     db.dispose()
