@@ -33,6 +33,7 @@ from agent_runtime.faults import fault_point
 from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.listing import PendingList
 from agent_runtime.notifier import MessageRef, Notifier
+from agent_runtime.observe import ResumeObserver, Unobserved, observed
 from agent_runtime.overview import Overview
 from agent_runtime.policy import Policy
 from agent_runtime.reach import ReviewerReach
@@ -87,11 +88,13 @@ class ApprovalEngine:
         clock: Callable[[], dt.datetime] = utcnow,
         lease: dt.timedelta = dt.timedelta(minutes=10),
         card_retry_after: dt.timedelta = dt.timedelta(seconds=10),
+        observer: ResumeObserver | None = None,
     ) -> None:
         """``card_retry_after``: how old a request without a card must be before
         ``reconcile`` looks for its card or posts it again."""
         self.db = db
         self.clock = clock
+        self.observer = observer or Unobserved()
         self.card_retry_after = card_retry_after
         self.locks = ThreadLocks(db)
         self.claims = Claims(db=db, clock=clock, lease=lease)
@@ -163,7 +166,11 @@ class ApprovalEngine:
             self._resume_locked(run_id, request_id)
 
     def _resume_locked(self, run_id: str, request_id: str, *, recovering: bool = False) -> None:
-        resumed = self.resumer.resume(request_id, recovering=recovering)
+        resumed = observed(
+            self.observer,
+            request_id,
+            lambda: self.resumer.resume(request_id, recovering=recovering),
+        )
         if resumed.run_failed is not None:
             self.runs.fail(run_id, resumed.run_failed)
         elif resumed.after is not None:

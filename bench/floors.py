@@ -9,8 +9,6 @@
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +22,6 @@ from langgraph.types import Command
 from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
 from bench import slow_graph
 from bot.http_server import MAX_BODY, make_server
-from bot.sandbox.driver import SlackDriver
 from bot.sandbox.process import BotProcess
 from bot.sandbox.server import SlackSandbox
 from bot.settings import Settings
@@ -39,22 +36,8 @@ class BareBoltProcess(BotProcess):
     """The bare Bolt app as a real process, driven by the same client as the bot."""
 
     def __init__(self, env: dict[str, str], sandbox: SlackSandbox) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                *("-m", "bench.bare_bolt", "--threads", str(HTTP_THREADS)),
-                *("--max-body", str(MAX_BODY)),
-            ],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.port = self._wait_until_listening()
-        self.driver = SlackDriver(
-            sandbox=sandbox,
-            bot_url=f"http://127.0.0.1:{self.port}",
-            signing_secret=env["SLACK_SIGNING_SECRET"],
-        )
+        args = ("-m", "bench.bare_bolt", "--threads", str(HTTP_THREADS))
+        super().__init__(env, sandbox, args=(*args, "--max-body", str(MAX_BODY)))
 
 
 def plain_throughput(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.error import URLError
 
 from slack_bolt import App
@@ -32,10 +33,11 @@ from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
+from bot.metrics import BotGauges, Metrics
 from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
+from bot.timed_client import TimedWebClient
 from store.db import Database
-from store.inbox import InboxRepository
 from store.migrate import prepare
 from store.models import utcnow
 
@@ -55,15 +57,23 @@ class Bot:
     maintenance: Maintenance
     inbox: InboxWorkers
 
-    def inbox_depth(self) -> dict[str, float]:
-        """The decision inbox's gauges (empty if the store cannot be read: /metrics still
-        answers, and /healthz reports the store)."""
+    stopping: threading.Event = field(default_factory=threading.Event)
+    """Set once the process stops taking work: readiness fails from then on."""
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.services.metrics
+
+    def store_answers(self) -> bool:
         try:
-            with self.db.transaction() as s:
-                return InboxRepository(s).depth()
+            self.db.ping()
         except Exception:
-            logger.exception("could not read the inbox's depth")
-            return {}
+            logger.exception("health check: database unreachable")
+            return False
+        return True
+
+    def draining(self) -> bool:
+        return self.stopping.is_set()
 
     def start_background(self) -> None:
         """Finish what a dead process left, then keep sweeping and reconciling."""
@@ -92,6 +102,7 @@ class Bot:
 
     def close(self, *, drain_seconds: float = 30.0) -> None:
         """Finish in-flight work (listeners, resumes, runs) before closing the store."""
+        self.stopping.set()
         self.maintenance.stop()
         if not self.settle(timeout=drain_seconds):
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
@@ -106,9 +117,10 @@ class Bot:
         self.db.dispose()
 
 
-def slack_client(settings: Settings) -> WebClient:
+def slack_client(settings: Settings, *, metrics: Metrics | None = None) -> WebClient:
     assert settings.slack_bot_token is not None
-    return WebClient(
+    return TimedWebClient(
+        observe=(metrics or Metrics()).slack_call,
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
         # Passing retry_handlers replaces slack_sdk's default (connection errors): keep it.
@@ -147,7 +159,8 @@ def build_bot(
         settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
     )
     policy = load_policy(settings.policy_file)
-    client = slack_client(settings)
+    metrics = Metrics()
+    client = slack_client(settings, metrics=metrics)
     workspace_url = verify_slack(client, settings)
     audit_key = settings.audit_hmac_key()
     db = Database(settings.database_url, pool_size=settings.db_pool_size, audit_key=audit_key)
@@ -175,6 +188,7 @@ def build_bot(
         usergroup_members=directory.members,
         clock=clock,
         lease=dt.timedelta(seconds=settings.claim_lease_seconds),
+        observer=metrics,
         card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
     )
     home = HomeTab(
@@ -187,6 +201,7 @@ def build_bot(
     services = BotServices(
         engine=engine,
         writer=InboxWriter(db),
+        metrics=metrics,
         executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
         client=client,
         directory=directory,
@@ -206,6 +221,13 @@ def build_bot(
     app.use(check)
     app.error(check.on_error)
     install(app, services)
+    metrics.watch(
+        BotGauges(
+            db=db,
+            in_flight=lambda: services.executor.in_flight,
+            writer_waiting=services.writer.waiting,
+        )
+    )
     for group in (commands, actions, views, events):
         group.register(app)
     inbox = InboxWorkers(

@@ -9,11 +9,17 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from agent_runtime.errors import ApprovalError
+from bot import logs
 from bot.settings import ConfigError, Settings, load_settings
 from store.audit_chain import AuditChainError
 from store.db import Database, DatabaseUnavailableError, check_database
+
+if TYPE_CHECKING:
+    from bot.app import Bot
+    from bot.http_server import HttpServer
 
 logger = logging.getLogger("approval-bot")
 EXIT_BROKEN, EXIT_CONFIG, EXIT_UNKEYED, EXIT_UNSEALED = 1, 2, 3, 4
@@ -65,11 +71,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
+    logs.configure(
         level=logging.INFO if args.command in ("serve", "worker") else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        fmt=_log_format(),
     )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         if args.command == "worker":
             return _worker()
@@ -91,6 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ApprovalError, AuditChainError, DatabaseUnavailableError) as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+
+
+def _log_format() -> str:
+    """LOG_FORMAT before anything else is read; an invalid setting is reported by the command
+    itself (it loads the settings again), in text."""
+    try:
+        return load_settings().log_format
+    except ConfigError:
+        return "text"
 
 
 def _database(settings: Settings, *, migrated: bool = True) -> Database:
@@ -231,6 +245,7 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     bot = build_bot(settings, http=not socket_mode)
     # Before anything says it is serving: a SIGTERM right after that must find the handler.
     stop = _stop_on_signals()
+    admin = _admin_server(bot)
     bot.start_background()
     if socket_mode:
         from bot.socket_mode import CheckedSocketModeHandler
@@ -240,6 +255,7 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
         handler.connect()
         logger.info("serving in Socket Mode")
         _wait_for(stop)
+        bot.stopping.set()
         handler.close()
     else:
         from bot.http_server import make_server
@@ -247,8 +263,10 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
         server = make_server(bot, host=host, port=port).start()
         logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.port)
         _wait_for(stop)
+        bot.stopping.set()
         server.stop()
     bot.close()
+    admin.stop()
     return 0
 
 
@@ -261,11 +279,34 @@ def _worker() -> int:
 
     bot = build_bot(settings, http=False)
     stop = _stop_on_signals()
+    admin = _admin_server(bot)
     bot.inbox.start()
     logger.info("working on the decision inbox with %d workers", settings.worker_threads)
     _wait_for(stop)
     bot.close()
+    admin.stop()
     return 0
+
+
+def _admin_server(bot: Bot) -> HttpServer:
+    """Metrics and health on the admin port, whatever the mode; up until the bot has closed,
+    so a probe sees the drain (``/readyz`` 503) rather than a refused connection."""
+    from bot.http_server import make_admin_server
+
+    settings = bot.settings
+    try:
+        server = make_admin_server(bot, host=settings.admin_host, port=settings.admin_port)
+    except OSError as exc:
+        bot.close(drain_seconds=0)
+        raise ConfigError(
+            f"ADMIN_PORT: cannot listen on {settings.admin_host}:{settings.admin_port} "
+            f"({exc.strerror or exc})"
+        ) from None
+    server.start()
+    logger.info(
+        "admin endpoints on %s:%s (/metrics, /healthz, /readyz)", settings.admin_host, server.port
+    )
+    return server
 
 
 SIGNAL_POLL_SECONDS = 0.5

@@ -1,4 +1,5 @@
-"""HTTP mode: POST /slack/events to Bolt; GET /healthz and GET /metrics for operators."""
+"""HTTP mode: POST /slack/events to Bolt, and the admin endpoints (``bot.admin``) beside it;
+the same waitress server serves the admin port on its own in every mode."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.request.internals import parse_body
 from slack_sdk.signature import SignatureVerifier
-from sqlalchemy import text
 from waitress.server import TcpWSGIServer, create_server
 
+from bot.admin import AdminApp
 from bot.app import Bot
 from bot.listeners.payloads import MalformedPayload, parse_payload
 
@@ -29,6 +30,7 @@ class Frontend:
         self.slack = SlackRequestHandler(bot.app, path="/slack/events")
         secret = bot.settings.slack_signing_secret
         self.verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
+        self.admin = AdminApp(bot)
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -36,17 +38,11 @@ class Frontend:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if path == "/slack/events" and method == "POST":
             self.bot.services.metrics.inc("http_requests")
-            return self._slack(environ, start_response)
-        if path == "/healthz" and method == "GET":
-            return self._health(start_response)
-        if path == "/metrics" and method == "GET":
-            gauges = {
-                "worker_tasks_in_flight": float(self.bot.services.executor.in_flight),
-                "inbox_writer_waiting": float(self.bot.services.writer.waiting()),
-                **self.bot.inbox_depth(),
-            }
-            body = self.bot.services.metrics.render(gauges)
-            return _reply(start_response, "200 OK", body, "text/plain; version=0.0.4")
+            with self.bot.services.metrics.ack_timer("http"):
+                return self._slack(environ, start_response)
+        answer = self.admin.route(environ, start_response)
+        if answer is not None:
+            return answer
         return _reply(start_response, "404 Not Found", "not found\n")
 
     def _slack(
@@ -86,15 +82,6 @@ class Frontend:
             return True
         return False
 
-    def _health(self, start_response: Callable[..., Any]) -> Iterable[bytes]:
-        try:
-            with self.bot.db.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-        except Exception:
-            logger.exception("health check: database unreachable")
-            return _reply(start_response, "503 Service Unavailable", "database unreachable\n")
-        return _reply(start_response, "200 OK", "ok\n")
-
 
 def _reply(
     start_response: Callable[..., Any], status: str, body: str, content_type: str = "text/plain"
@@ -108,11 +95,12 @@ def _reply(
 
 
 class HttpServer:
-    """waitress in a thread of its own, stopped from any thread without tearing its loop."""
+    """A WSGI app on waitress in a thread of its own, stopped from any thread without tearing
+    its loop."""
 
-    def __init__(self, bot: Bot, *, host: str, port: int, threads: int) -> None:
+    def __init__(self, app: Callable[..., Any], *, host: str, port: int, threads: int) -> None:
         server = create_server(
-            Frontend(bot),
+            app,
             host=host,
             port=port,
             threads=threads,
@@ -150,4 +138,9 @@ def make_server(
     bot: Bot, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 32
 ) -> HttpServer:
     """Port 0 picks a free port; ``.port`` tells which."""
-    return HttpServer(bot, host=host, port=port, threads=threads)
+    return HttpServer(Frontend(bot), host=host, port=port, threads=threads)
+
+
+def make_admin_server(bot: Bot, *, host: str = "0.0.0.0", port: int = 9100) -> HttpServer:
+    """The admin endpoints alone (a few threads: scrapes and probes, not Slack's traffic)."""
+    return HttpServer(AdminApp(bot), host=host, port=port, threads=4)

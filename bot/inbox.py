@@ -23,10 +23,12 @@ import psycopg
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
+from agent_runtime import trace
 from agent_runtime.faults import fault_point
 from bot.errors import GAVE_UP, UNEXPECTED, user_message
 from bot.listeners.actions.cancel import cancel_run
 from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
+from bot.metrics import clicked_at
 from bot.services import BotServices
 from bot.work import Work
 from store.inbox import INBOX_CHANNEL, InboxRepository
@@ -172,6 +174,22 @@ class InboxWorkers:
         self._work(claimed, work)
 
     def _work(self, claimed: _Claimed, work: Work) -> None:
+        """Worked on with the item's ids bound to every log line, and its click time known to
+        the resume it may start (for the click-to-resume histogram)."""
+        clicked = clicked_at.set(claimed.created_at)
+        try:
+            with trace.bind(
+                inbox_item=claimed.id,
+                actor=work.actor.user_id,
+                request_id=work.request_id,
+                action_id=work.action_id,
+                run_id=work.run_id,
+            ):
+                self._attempt(claimed, work)
+        finally:
+            clicked_at.reset(clicked)
+
+    def _attempt(self, claimed: _Claimed, work: Work) -> None:
         """An unexpected failure is tried again a little later (a redo decides nothing twice);
         after ``MAX_ATTEMPTS``, or at once for a known cause, the user is told and the drop is
         audited."""
@@ -255,9 +273,20 @@ class InboxWorkers:
 class _Claimed:
     """What a worker needs of a claimed item, read inside the claiming transaction."""
 
-    def __init__(self, item_id: int, kind: str, payload: dict[str, object], attempts: int):
+    def __init__(
+        self,
+        item_id: int,
+        kind: str,
+        payload: dict[str, object],
+        attempts: int,
+        *,
+        created_at: dt.datetime,
+    ):
         self.id, self.kind, self.payload, self.attempts = item_id, kind, payload, attempts
+        self.created_at = created_at
 
     @classmethod
     def of(cls, item: InboxItem) -> _Claimed:
-        return cls(item.id, item.kind, dict(item.payload), item.attempts)
+        return cls(
+            item.id, item.kind, dict(item.payload), item.attempts, created_at=item.created_at
+        )

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,6 +18,7 @@ from bot.doorbell import Doorbell
 from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
 from bot.inbox_writer import InboxWriter
+from bot.metrics import Metrics
 from store.models import InboxKind
 
 if TYPE_CHECKING:
@@ -27,25 +26,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 SERVICES = "approval_services"
-
-
-@dataclass
-class Metrics:
-    """Counters for ``GET /metrics`` (Prometheus text format)."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def inc(self, name: str, amount: int = 1) -> None:
-        with self.lock:
-            self.counts[name] += amount
-
-    def render(self, gauges: dict[str, float]) -> str:
-        with self.lock:
-            items = sorted(self.counts.items())
-        lines = [f"approval_bot_{name}_total {value}" for name, value in items]
-        lines += [f"approval_bot_{name} {value}" for name, value in sorted(gauges.items())]
-        return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

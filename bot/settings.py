@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +42,10 @@ class Settings(BaseSettings):
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
     maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)
     card_retry_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
+    admin_port: int = Field(default=9100, ge=0, le=65535)
+    """``/metrics``, ``/healthz`` and ``/readyz`` in every mode; 0 picks a free port."""
+    admin_host: str = "0.0.0.0"
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("database_url")
     @classmethod

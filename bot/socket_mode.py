@@ -33,4 +33,5 @@ class CheckedSocketModeHandler(SocketModeHandler):
             self.bot.services.metrics.inc("malformed_requests")
             client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
             return
-        super().handle(client, req)
+        with self.bot.services.metrics.ack_timer("socket"):
+            super().handle(client, req)

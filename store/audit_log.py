@@ -128,12 +128,28 @@ class AuditRepository:
         head.mac = head_mac(head, self.key) if keyed and self.key is not None else ""
         self.session.flush()
         count, shard, seen = head.event_count, head.id, self.seen
+        ids = {
+            "event": event.kind,
+            "outcome": event.outcome,
+            **{
+                name: value
+                for name, value in (
+                    ("run_id", event.run_id),
+                    ("request_id", event.request_id),
+                    ("action_id", event.action_id),
+                    ("actor", event.actor_id),
+                )
+                if value is not None
+            },
+        }
 
         def committed(_session: Session) -> None:
             # An event rolled back with its savepoint is no longer in the session: the head
             # never committed its count, and the high-water mark must not claim it did.
             if inspect(event).persistent:
                 seen.saw(count, shard)
+                # Logged once durable: the log shows what the audit trail holds.
+                logger.info("audit %s (%s)", ids["event"], ids["outcome"], extra=ids)
 
         orm_event.listen(self.session, "after_commit", committed, once=True)
         return event

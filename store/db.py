@@ -164,5 +164,10 @@ class Database:
         with self._sessions() as session, session.begin():
             yield session
 
+    def ping(self) -> None:
+        """Raise unless the database answers a trivial query."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
     def dispose(self) -> None:
         self.engine.dispose()

@@ -16,7 +16,8 @@ from slack_bolt.middleware import Middleware
 
 from agent_runtime.authorization import Actor
 from agent_runtime.notifier import MessageRef
-from bot.services import Drop, Metrics
+from bot.metrics import Metrics
+from bot.services import Drop
 
 logger = logging.getLogger(__name__)
 PAYLOAD = "approval_payload"

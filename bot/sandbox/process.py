@@ -15,6 +15,7 @@ from bot.sandbox.driver import SlackDriver
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 
 _LISTENING = re.compile(r"serving HTTP on [^:]+:(\d+)")
+_ADMIN = re.compile(r"admin endpoints on [^:]+:(\d+)")
 
 
 def bot_env(sandbox: SlackSandbox, database_url: str, workspace: Path, **extra: str) -> dict:
@@ -28,19 +29,29 @@ def bot_env(sandbox: SlackSandbox, database_url: str, workspace: Path, **extra: 
         "CLAIM_LEASE_SECONDS": "1",
         "MAINTENANCE_INTERVAL_SECONDS": "0.3",
         "CARD_RETRY_SECONDS": "0",
+        "ADMIN_PORT": "0",
     }
     env.update(extra)
     return env
 
 
 class BotProcess:
-    def __init__(self, env: dict[str, str], sandbox: SlackSandbox) -> None:
+    SERVE = ("-m", "bot", "serve", "--http", "--host", "127.0.0.1", "--port", "0")
+
+    def __init__(
+        self, env: dict[str, str], sandbox: SlackSandbox, *, args: tuple[str, ...] = SERVE
+    ) -> None:
+        """``args``: what the Python interpreter runs; it must log "serving HTTP on h:port"."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--http", "--host", "127.0.0.1", "--port", "0"],
+            [sys.executable, *args],
             env=env,
             stderr=subprocess.PIPE,
             text=True,
         )
+        self.admin_port: int | None = None
+        self.log: list[str] = []
+        """What the bot logged (complete once it has stopped)."""
+        self._reader = threading.Thread(target=self._keep_log, daemon=True)
         self.port = self._wait_until_listening()
         self.driver = SlackDriver(
             sandbox=sandbox,
@@ -53,11 +64,20 @@ class BotProcess:
         seen = []
         for line in self.proc.stderr:
             seen.append(line)
+            self.log.append(line)
+            admin = _ADMIN.search(line)
+            if admin:
+                self.admin_port = int(admin.group(1))
             match = _LISTENING.search(line)
             if match:
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+                self._reader.start()
                 return int(match.group(1))
         raise AssertionError("bot exited before listening:\n" + "".join(seen))
+
+    def _keep_log(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -71,4 +91,6 @@ class BotProcess:
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=60)
+        code = self.proc.wait(timeout=60)
+        self._reader.join(timeout=10)
+        return code

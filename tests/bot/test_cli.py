@@ -286,3 +286,42 @@ def test_db_upgrade_run_three_times_at_once_on_postgresql(pg_url, tmp_path):
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert [code for code, _out, _err in results] == [0, 0, 0], [e for _c, _o, e in results]
     assert all("checkpointer tables ready" in out for _code, out, _err in results)
+
+
+def test_an_admin_port_in_use_is_one_line_and_no_bot_is_left_running(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from bot.sandbox import people
+    from bot.sandbox.process import bot_env
+    from bot.sandbox.server import SlackSandbox
+
+    sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    env = bot_env(
+        sandbox,
+        f"sqlite:///{tmp_path / 'bot.db'}",
+        tmp_path / "workspace",
+        ADMIN_HOST="127.0.0.1",
+        ADMIN_PORT=str(port),
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bot", "serve", "--port", "0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        taken.close()
+        sandbox.stop()
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"approval-bot: ADMIN_PORT: cannot listen on 127.0.0.1:{port}")
+    assert "Traceback" not in done.stderr

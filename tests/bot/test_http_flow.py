@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import AuditEvent, Decision, InboxKind, Run
+from store.models import AuditEvent, Decision, Run
 from tests.bot.flows import DELETE, SEND, button, card_now, ephemeral_for, result_message, start_run
 
 
@@ -180,27 +180,3 @@ def test_empty_slash_command_gets_usage_and_starts_nothing(serve_bot, sqlite_url
     reply = h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text="   ")
     assert reply.status == 200 and "/agent" in reply.body
     assert _count(h, Run) == 0
-
-
-def test_healthz_and_metrics(serve_bot, sqlite_url):
-    import urllib.request
-
-    h = serve_bot(sqlite_url)
-    with urllib.request.urlopen(h.url + "/healthz") as r:
-        assert (r.status, r.read()) == (200, b"ok\n")
-    with urllib.request.urlopen(h.url + "/metrics") as r:
-        assert b"approval_bot_worker_tasks_in_flight" in r.read()
-
-
-def test_metrics_show_the_decision_inbox(serve_bot, sqlite_url):
-    """A stored click waiting for a worker shows in the inbox gauges."""
-    import urllib.request
-
-    h = serve_bot(sqlite_url)
-    h.bot.inbox.stop(timeout=30)  # no worker: the click waits
-    assert h.bot.services.store(InboxKind.APPROVE, {"who": "nobody"})
-    with urllib.request.urlopen(h.url + "/metrics") as r:
-        lines = r.read().decode().splitlines()
-    assert "approval_bot_inbox_queued 1.0" in lines
-    assert "approval_bot_inbox_failed 0.0" in lines
-    assert any(line.startswith("approval_bot_inbox_oldest_queued_seconds ") for line in lines)

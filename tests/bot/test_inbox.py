@@ -190,6 +190,6 @@ def test_a_worker_whose_item_was_taken_over_stops_renewing_and_says_so(
     monkeypatch.setattr("bot.inbox.process", taken_over_while_working)
     slow = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(seconds=0.3))
     assert slow.run_once()
-    assert h.bot.services.metrics.counts["inbox_lease_lost"] == 1
+    assert h.bot.services.metrics.count("inbox_lease_lost") == 1
     with h.bot.db.transaction() as s:
         assert s.scalar(select(InboxItem.status)) == InboxStatus.CLAIMED  # not finished by it

@@ -16,6 +16,7 @@ from bot.sandbox import people
 from bot.sandbox.driver import SlackDriver, buttons
 from bot.sandbox.server import SANDBOX_APP_TOKEN, SANDBOX_TOKEN, SlackSandbox
 from tests.bot.flows import SEND
+from tests.bot.scrape import sample, scrape, status
 
 
 def test_serve_with_app_token_works_over_socket_mode(tmp_path: Path):
@@ -27,13 +28,17 @@ def test_serve_with_app_token_works_over_socket_mode(tmp_path: Path):
         "SLACK_API_URL": sandbox.api_url,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'socket.db'}",
         "WORKSPACE_DIR": str(tmp_path / "workspace"),
+        "ADMIN_PORT": "0",
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "serve"], env=env, stderr=subprocess.PIPE, text=True
     )
     try:
         assert proc.stderr is not None
+        admin = ""
         for line in proc.stderr:
+            if found := re.search(r"admin endpoints on [^:]+:(\d+)", line):
+                admin = f"http://127.0.0.1:{found.group(1)}"
             if re.search(r"serving in Socket Mode", line):
                 break
         else:
@@ -59,6 +64,13 @@ def test_serve_with_app_token_works_over_socket_mode(tmp_path: Path):
                 None,
             )
         )
+        # Socket Mode has no HTTP port of its own: the admin port serves metrics and health.
+        assert status(admin + "/healthz") == (200, b"ok\n")
+        assert status(admin + "/readyz") == (200, b"ok\n")
+        families = scrape(admin)
+        assert sample(families, "clicks", "_total") == 1.0
+        assert sample(families, "ack_seconds", "_count", mode="socket") >= 2.0
+        assert families["approval_bot_pending_approvals"].type == "gauge"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
