@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import importlib.util
-import inspect
 import os
 import sqlite3
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +18,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph.state import CompiledStateGraph
+from langgraph.pregel import Pregel
 from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from agent_runtime.agent_entry import build_graph, one_line
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.encryption import checkpoint_serde
@@ -95,71 +93,60 @@ def _libpq_url(database_url: str) -> str:
 
 
 PROVIDERS = {
-    # provider prefix: (package to import, pip extra, API key variable)
-    "openai": ("langchain_openai", "openai", "OPENAI_API_KEY"),
-    "anthropic": ("langchain_anthropic", "anthropic", "ANTHROPIC_API_KEY"),
+    # package of the chat model: (pip extra, API key variable)
+    "langchain_openai": ("openai", "OPENAI_API_KEY"),
+    "langchain_anthropic": ("anthropic", "ANTHROPIC_API_KEY"),
 }
+PROVIDER_PACKAGES = {"openai": "langchain_openai", "anthropic": "langchain_anthropic"}
 
 
-def resolve_model(spec: str) -> BaseChatModel:
-    """``offline``, or a LangChain ``provider:model``; a missing package or key is one clear
-    error at start-up, not a failure at the first request."""
+def resolve_model(spec: str, options: Mapping[str, Any] | None = None) -> BaseChatModel:
+    """``offline``, or any model string ``init_chat_model`` takes (``provider:model``, or a
+    name it infers the provider of, such as ``gpt-4o``) with ``options`` (AGENT_MODEL_KWARGS)
+    passed on. A missing package or key is one clear error at start-up, not a failure at the
+    first request."""
     if spec == "offline":
         return OfflineChatModel()
-    provider, _, name = spec.partition(":")
-    if not name:
-        raise AgentLoadError(f"AGENT_MODEL {spec!r}: use offline or provider:model")
-    known = PROVIDERS.get(provider)
-    if known is not None:
-        package, extra, key = known
-        if importlib.util.find_spec(package) is None:
-            raise AgentLoadError(
-                f"AGENT_MODEL {spec!r} needs the {package.replace('_', '-')} package: "
-                f"pip install 'slack-approval-bot[{extra}]'"
-            )
-        if not os.environ.get(key):
-            raise AgentLoadError(f"AGENT_MODEL {spec!r} needs {key} in the environment")
+    kwargs = dict(options or {})
+    named = PROVIDER_PACKAGES.get(spec.partition(":")[0]) if ":" in spec else None
+    if named is not None:  # checked first: some providers' constructors fail without a key
+        if importlib.util.find_spec(named) is None:
+            raise _package_error(spec, named)
+        _require_key(spec, named, kwargs)
     try:
-        return init_chat_model(spec)
+        model = init_chat_model(spec, **kwargs)
+    except ImportError as exc:  # the provider inferred or named needs a package
+        missing = getattr(exc.__cause__, "name", None) or exc.name
+        if not missing:
+            raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {one_line(exc)}") from exc
+        raise _package_error(spec, missing.partition(".")[0]) from exc
     except Exception as exc:  # any other provider failure must stop start-up with one line
-        detail = " ".join(str(exc).split())[:300]
-        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {detail}") from exc
+        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {one_line(exc)}") from exc
+    _require_key(spec, type(model).__module__.partition(".")[0], kwargs)
+    return model
 
 
-def load_factory(spec: str) -> Callable[..., CompiledStateGraph]:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise AgentLoadError(f"AGENT {spec!r} must look like package.module:function")
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())  # like other app servers: modules beside you are found
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise AgentLoadError(f"AGENT {spec!r} cannot be loaded: {exc}") from exc
-    if not callable(factory):
-        raise AgentLoadError(f"AGENT {spec!r} is not callable")
-    return factory
+def _package_error(spec: str, package: str) -> AgentLoadError:
+    extra = PROVIDERS.get(package)
+    dist = package.replace("_", "-")
+    hint = f"'slack-approval-bot[{extra[0]}]'" if extra else dist
+    return AgentLoadError(f"AGENT_MODEL {spec!r} needs the {dist} package: pip install {hint}")
 
 
-def build_graph(
-    spec: str, checkpointer: BaseCheckpointSaver, *, offers: dict[str, Any]
-) -> CompiledStateGraph:
-    """Call ``factory(checkpointer, **what it asks for)``: policy, model, workspace."""
-    factory = load_factory(spec)
-    params = inspect.signature(factory).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in offers.items() if takes_all or k in params}
-    graph = factory(checkpointer, **kwargs)
-    if not hasattr(graph, "get_state") or not hasattr(graph, "invoke"):
-        raise AgentLoadError(f"AGENT {spec!r} did not return a compiled graph")
-    return graph
+def _require_key(spec: str, package: str, kwargs: Mapping[str, Any]) -> None:
+    """A known provider's key must be in the environment, or given in AGENT_MODEL_KWARGS."""
+    known = PROVIDERS.get(package)
+    if known is None or any(name.endswith("api_key") for name in kwargs):
+        return
+    if not os.environ.get(known[1]):
+        raise AgentLoadError(f"AGENT_MODEL {spec!r} needs {known[1]} in the environment")
 
 
 @dataclass
 class GraphRuntime:
     """The compiled graph and how to address one run's thread in it."""
 
-    graph: CompiledStateGraph
+    graph: Pregel
     checkpointer: BaseCheckpointSaver
     catalog: ToolCatalog = field(default_factory=ToolCatalog)
     recursion_limit: int = 50
@@ -189,6 +176,7 @@ def open_runtime(
     database_url: str,
     agent: str,
     model: str,
+    model_kwargs: Mapping[str, Any] | None = None,
     policy: Policy,
     workspace: Workspace,
     gate: EffectGate | None = None,
@@ -202,7 +190,7 @@ def open_runtime(
             checkpointer,
             offers={
                 "policy": policy,
-                "model": resolve_model(model),
+                "model": resolve_model(model, model_kwargs),
                 "workspace": workspace,
                 "gate": gate,
                 "audit": workflow_audit(gate.db) if gate is not None else None,

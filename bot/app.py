@@ -173,6 +173,7 @@ def build_bot(
         database_url=settings.database_url,
         agent=settings.agent,
         model=settings.agent_model,
+        model_kwargs=settings.agent_model_kwargs,
         policy=policy,
         workspace=Workspace(settings.workspace_dir).ensure(),
         gate=gate,

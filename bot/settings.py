@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from agent_runtime.agent_entry import SHAPE as AGENT_SHAPE
 from agent_runtime.encryption import CheckpointKeyError, parse_key
 from agent_runtime.graph_runtime import DEFAULT_AGENT
 from store.db import DatabaseUrlError, sqlalchemy_url
@@ -31,6 +33,8 @@ class Settings(BaseSettings):
     policy_file: Path | None = None
     agent: str = DEFAULT_AGENT
     agent_model: str = "offline"
+    agent_model_kwargs: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
+    """Passed to ``init_chat_model`` with AGENT_MODEL: a JSON object."""
     checkpoint_encryption_key: SecretStr | None = None
     audit_key: SecretStr | None = None
     workspace_dir: Path = Path("workspace")
@@ -66,9 +70,23 @@ class Settings(BaseSettings):
     @field_validator("agent")
     @classmethod
     def _module_function(cls, value: str) -> str:
-        module, _, function = value.partition(":")
-        if not module or not function:
-            raise ValueError("must look like package.module:function")
+        source, _, name = value.rpartition(":")
+        if not source or not name:
+            raise ValueError(f"must look like {AGENT_SHAPE}")
+        return value
+
+    @field_validator("agent_model_kwargs", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        """Parsed here, not by pydantic-settings, so bad JSON is one line naming the variable
+        (and never echoes the value: it may hold an API key)."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+        if not isinstance(value, dict):
+            raise ValueError('must be a JSON object, e.g. {"temperature": 0}')
         return value
 
     @field_validator("slack_app_token")

@@ -2,31 +2,82 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
+
+from examples import plain_graph
 
 
 class State(TypedDict, total=False):
     answer: str
 
 
-def custom_interrupt_graph(checkpointer):  # type: ignore[no-untyped-def]
-    """Pauses on a payload that is not a HITL request."""
+def _ask(state: State) -> State:
+    return {"answer": str(interrupt({"kind": "free-form", "question": "why?"}))}
 
-    def ask(state: State) -> State:
-        return {"answer": str(interrupt({"kind": "free-form", "question": "why?"}))}
 
+def ask_builder() -> StateGraph:
+    """Pauses on a payload that is not a HITL request, and answers with the resume value."""
     graph = StateGraph(State)
-    graph.add_node("ask", ask)
+    graph.add_node("ask", _ask)
     graph.add_edge(START, "ask")
     graph.add_edge("ask", END)
-    return graph.compile(checkpointer=checkpointer)
+    return graph
+
+
+def custom_interrupt_graph(checkpointer):  # type: ignore[no-untyped-def]
+    return ask_builder().compile(checkpointer=checkpointer)
+
+
+# The shapes AGENT accepts besides ``factory(checkpointer)``.
+COMPILED_GRAPH = ask_builder().compile()  # langgraph.json style: no checkpointer of its own
+REFUND_GRAPH = plain_graph.build_graph(None)  # the example as a module-level compiled graph
+CONFIGS_SEEN: list[Any] = []
+
+
+def zero_argument_factory():  # type: ignore[no-untyped-def]
+    return ask_builder().compile()
+
+
+def config_factory(config: RunnableConfig):  # type: ignore[no-untyped-def]
+    """LangGraph Server's factory shape."""
+    CONFIGS_SEEN.append(config)
+    return ask_builder().compile()
+
+
+# What AGENT refuses.
+NOT_A_GRAPH = {"nodes": ["ask"]}
+OWN_CHECKPOINTER_GRAPH = ask_builder().compile(checkpointer=InMemorySaver())
+NO_CHECKPOINTING_GRAPH = ask_builder().compile(checkpointer=False)
+UNCOMPILED_GRAPH = ask_builder()
+
+
+class PinnedGraph(CompiledStateGraph):  # type: ignore[type-arg]
+    """A graph type whose copies keep the checkpointer they had."""
+
+    def copy(self, update: dict[str, Any] | None = None) -> PinnedGraph:
+        return self
+
+
+_plain = ask_builder().compile()
+PINNED_GRAPH = PinnedGraph(**{k: v for k, v in vars(_plain).items() if k != "__orig_class__"})
 
 
 def not_a_graph(checkpointer):  # type: ignore[no-untyped-def]
     return "nope"
+
+
+async def async_factory(checkpointer):  # type: ignore[no-untyped-def]
+    return ask_builder().compile(checkpointer=checkpointer)
+
+
+def raising_factory(checkpointer):  # type: ignore[no-untyped-def]
+    raise RuntimeError("the model registry is unreachable")
 
 
 def stubborn_publish(checkpointer, **offers):  # type: ignore[no-untyped-def]

@@ -116,7 +116,7 @@ def test_an_interrupt_we_cannot_review_fails_the_run_clearly(tmp_path):
 @pytest.mark.parametrize(
     ("agent", "message"),
     [
-        ("tests.agent_runtime.custom_graphs:not_a_graph", "did not return a compiled graph"),
+        ("tests.agent_runtime.custom_graphs:not_a_graph", "not a compiled LangGraph graph"),
         ("tests.agent_runtime.custom_graphs:absent", "cannot be loaded"),
         ("no_such_module:build", "cannot be loaded"),
     ],

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from agent_runtime.errors import AgentLoadError
 from agent_runtime.graph_runtime import resolve_model
 from bot.sandbox import people
+from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from examples import plain_graph
 from tests.bot.flows import button, result_message, start_run
 
@@ -26,6 +31,22 @@ def test_a_plain_langgraph_graph_is_gated_and_resumed_end_to_end(serve_bot, sqli
     h.driver.click(user=people.SECURITY, message=card, button=button(card, "Approve"))
     assert "Refunded 40 EUR." in result_message(h, root).text
     assert plain_graph.REFUNDS[before:] == [{"customer": "C-1042", "amount_eur": 40}]
+
+
+def test_a_module_level_compiled_graph_gets_the_bots_checkpointer_end_to_end(serve_bot, sqlite_url):
+    """``AGENT=module:graph`` naming a graph compiled without a checkpointer, as langgraph.json
+    does: the bot pauses it on the card, and resumes it on approval."""
+    h = serve_bot(sqlite_url, agent="tests.agent_runtime.custom_graphs:REFUND_GRAPH")
+    before = len(plain_graph.REFUNDS)
+    root, card = start_run(h, "refund 25 euros to the customer")
+    assert "refund_customer" in json.dumps(card.blocks)
+    assert h.bot.runtime.graph.checkpointer is h.bot.runtime.checkpointer
+
+    h.driver.click(user=people.REQUESTER, message=card, button=button(card, "Approve"))
+    h.state.wait_for(lambda: h.state.ephemerals_for(people.REQUESTER))
+    h.driver.click(user=people.SECURITY, message=card, button=button(card, "Approve"))
+    assert "Refunded 25 EUR." in result_message(h, root).text
+    assert plain_graph.REFUNDS[before:] == [{"customer": "C-1042", "amount_eur": 25}]
 
 
 def test_the_publish_card_shows_verdict_criteria_and_hash(serve_bot, sqlite_url):
@@ -47,7 +68,7 @@ def test_the_publish_card_shows_verdict_criteria_and_hash(serve_bot, sqlite_url)
         ("openai:gpt-4o-mini", {}, "needs the langchain-openai package: pip install"),
         ("anthropic:claude-sonnet-4-5", {}, "needs ANTHROPIC_API_KEY in the environment"),
         ("nosuchprovider:model", {}, "cannot be used: Unable to infer model provider"),
-        ("no-colon", {}, "use offline or provider:model"),
+        ("no-provider-known", {}, "cannot be used: Unable to infer model provider"),
     ],
 )
 def test_a_missing_provider_package_or_key_is_one_clear_line(monkeypatch, spec, env, message):
@@ -63,25 +84,21 @@ def test_a_provider_with_its_key_loads(monkeypatch):
     assert type(resolve_model("anthropic:claude-sonnet-4-5")).__name__ == "ChatAnthropic"
 
 
-def test_serve_with_a_model_but_no_key_stops_with_one_line(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
-
+def serve_once(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``approval-bot serve`` as operators run it (a traceback would show) against the Slack
+    sandbox, with no API keys; it times out if it starts serving."""
     sandbox = SlackSandbox().start()
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(
         SLACK_BOT_TOKEN=SANDBOX_TOKEN,
         SLACK_SIGNING_SECRET="s",
         SLACK_API_URL=sandbox.api_url,
-        AGENT_MODEL="anthropic:claude-sonnet-4-5",
         DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}",
         WORKSPACE_DIR=str(tmp_path / "w"),
+        **settings,
     )
     try:
-        done = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-m", "bot", "serve", "--port", "0"],
             env=env,
             capture_output=True,
@@ -91,8 +108,21 @@ def test_serve_with_a_model_but_no_key_stops_with_one_line(tmp_path):
         )
     finally:
         sandbox.stop()
+
+
+def test_serve_with_a_model_but_no_key_stops_with_one_line(tmp_path):
+    done = serve_once(tmp_path, AGENT_MODEL="anthropic:claude-sonnet-4-5")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "approval-bot: AGENT_MODEL 'anthropic:claude-sonnet-4-5' needs ANTHROPIC_API_KEY in the "
         "environment"
+    )
+
+
+def test_serve_refuses_a_factory_that_raises_in_one_line(tmp_path):
+    done = serve_once(tmp_path, AGENT="tests.agent_runtime.custom_graphs:raising_factory")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "approval-bot: AGENT 'tests.agent_runtime.custom_graphs:raising_factory' failed to "
+        "build the graph: RuntimeError: the model registry is unreachable"
     )

@@ -19,6 +19,7 @@ def clean_env(monkeypatch, tmp_path):
         "DATABASE_URL",
         "AGENT",
         "AGENT_MODEL",
+        "AGENT_MODEL_KWARGS",
         "SLACK_API_URL",
         "POLICY_FILE",
     ):
@@ -41,6 +42,8 @@ def test_defaults_need_nothing():
         ("AGENT", "no_function_here", "AGENT"),
         ("SLACK_APP_TOKEN", SECRET, "SLACK_APP_TOKEN"),
         ("WORKER_THREADS", "0", "WORKER_THREADS"),
+        ("AGENT_MODEL_KWARGS", '{"api_key": "' + SECRET + '",', "AGENT_MODEL_KWARGS: not valid"),
+        ("AGENT_MODEL_KWARGS", '["' + SECRET + '"]', "AGENT_MODEL_KWARGS: must be a JSON object"),
     ],
 )
 def test_invalid_values_name_the_variable_and_hide_the_value(
@@ -52,6 +55,18 @@ def test_invalid_values_name_the_variable_and_hide_the_value(
     message = str(err.value)
     assert message.startswith(fragment) and "\n" not in message
     assert SECRET not in message
+
+
+def test_model_kwargs_are_a_json_object(monkeypatch):
+    assert load_settings().agent_model_kwargs == {}
+    monkeypatch.setenv("AGENT_MODEL_KWARGS", '{"base_url": "http://llm:8080", "temperature": 0}')
+    assert load_settings().agent_model_kwargs == {"base_url": "http://llm:8080", "temperature": 0}
+
+
+@pytest.mark.parametrize("agent", ["src/agent/graph.py:graph", "/srv/agent.py:graph"])
+def test_agent_may_name_a_python_file(monkeypatch, agent):
+    monkeypatch.setenv("AGENT", agent)
+    assert load_settings().agent == agent
 
 
 def test_serve_requires_slack_credentials(monkeypatch):

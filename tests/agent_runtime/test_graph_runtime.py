@@ -1,0 +1,202 @@
+"""AGENT and AGENT_MODEL: every shape of graph the bot accepts runs on the bot's checkpointer,
+and everything it cannot use is one line at start-up."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+from langgraph.types import Command
+
+from agent_runtime.agents.workspace import Workspace
+from agent_runtime.errors import AgentLoadError
+from agent_runtime.graph_runtime import close_checkpointer, open_runtime, resolve_model
+from agent_runtime.policy import load_policy
+from tests.agent_runtime import custom_graphs
+
+GRAPHS = "tests.agent_runtime.custom_graphs"
+QUESTION = {"kind": "free-form", "question": "why?"}
+
+AGENT_FILE = textwrap.dedent(
+    """
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+
+    class FileState(TypedDict, total=False):
+        answer: str
+
+
+    def ask(state: FileState) -> FileState:
+        return {"answer": str(interrupt({"kind": "free-form", "question": "why?"}))}
+
+
+    builder = StateGraph(FileState)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    graph = builder.compile()
+    """
+)
+
+
+@pytest.fixture
+def open_agent(tmp_path):  # type: ignore[no-untyped-def]
+    """``open_agent(spec)`` starts the runtime as the bot does, on one SQLite file; a second
+    call is the bot restarting on the same database."""
+    opened = []
+
+    def start(agent: str):  # type: ignore[no-untyped-def]
+        runtime = open_runtime(
+            database_url=f"sqlite:///{tmp_path / 'graphs.db'}",
+            agent=agent,
+            model="offline",
+            policy=load_policy(None),
+            workspace=Workspace(tmp_path / "ws").ensure(),
+        )
+        opened.append(runtime)
+        return runtime
+
+    yield start
+    for runtime in opened:
+        close_checkpointer(runtime.checkpointer)
+
+
+def pause_then_resume_after_a_restart(open_agent, spec: str) -> None:  # type: ignore[no-untyped-def]
+    """The pause is saved where the bot keeps runs: a restarted bot finds it and resumes it.
+    A graph keeping its own (in-memory) checkpoints would have nothing to resume."""
+    first = open_agent(spec)
+    paused = first.invoke({}, "thread-1")
+    assert [i.value for i in paused["__interrupt__"]] == [QUESTION]
+    assert first.has_checkpoint("thread-1")
+
+    again = open_agent(spec)
+    assert again.state("thread-1").next == ("ask",)
+    assert again.invoke(Command(resume="because"), "thread-1") == {"answer": "because"}
+    assert again.state("thread-1").next == ()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "COMPILED_GRAPH",  # a module-level compiled graph, as langgraph.json names them
+        "custom_interrupt_graph",  # factory(checkpointer)
+        "zero_argument_factory",  # factory()
+        "config_factory",  # factory(config), as LangGraph Server calls them
+    ],
+)
+def test_each_entry_point_shape_pauses_and_resumes_on_the_bots_checkpointer(open_agent, name):
+    pause_then_resume_after_a_restart(open_agent, f"{GRAPHS}:{name}")
+
+
+def test_a_config_factory_gets_a_config_not_the_checkpointer(open_agent):
+    custom_graphs.CONFIGS_SEEN.clear()
+    open_agent(f"{GRAPHS}:config_factory")
+    assert custom_graphs.CONFIGS_SEEN == [{"configurable": {}}]
+
+
+def test_a_module_level_graph_is_not_changed_by_the_bot(open_agent):
+    runtime = open_agent(f"{GRAPHS}:COMPILED_GRAPH")
+    assert runtime.graph is not custom_graphs.COMPILED_GRAPH
+    assert custom_graphs.COMPILED_GRAPH.checkpointer is None
+
+
+@pytest.mark.parametrize("where", ["relative", "absolute"])
+def test_a_python_file_path_as_in_langgraph_json(open_agent, tmp_path, monkeypatch, where):
+    (tmp_path / "project" / "agent").mkdir(parents=True)
+    (tmp_path / "project" / "agent" / "graph.py").write_text(AGENT_FILE)
+    monkeypatch.chdir(tmp_path / "project")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the bot adds the working directory
+    path = "./agent/graph.py" if where == "relative" else str(tmp_path / "project/agent/graph.py")
+    pause_then_resume_after_a_restart(open_agent, f"{path}:graph")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (f"{GRAPHS}:NOT_A_GRAPH", "gives a dict, not a compiled LangGraph graph"),
+        (f"{GRAPHS}:not_a_graph", "gives a str, not a compiled LangGraph graph"),
+        (f"{GRAPHS}:async_factory", "is an async function"),
+        (f"{GRAPHS}:UNCOMPILED_GRAPH", "gives a StateGraph that is not compiled"),
+        (f"{GRAPHS}:OWN_CHECKPOINTER_GRAPH", "compiled with its own checkpointer (InMemorySaver)"),
+        (f"{GRAPHS}:NO_CHECKPOINTING_GRAPH", "compiled with its own checkpointer (=False)"),
+        (f"{GRAPHS}:PINNED_GRAPH", "has no checkpointer and cannot be given the bot's"),
+        (
+            f"{GRAPHS}:raising_factory",
+            "failed to build the graph: RuntimeError: the model registry is unreachable",
+        ),
+        ("no/such/agent.py:graph", "cannot be loaded: no file /"),
+        ("no_such_package.agent:graph", "cannot be loaded: No module named 'no_such_package'"),
+        (f"{GRAPHS}:no_such_name", "has no 'no_such_name'"),
+        ("graph", "must look like package.module:name or path/to/file.py:name"),
+    ],
+)
+def test_what_cannot_be_used_is_refused_at_start_in_one_line(open_agent, spec, message):
+    with pytest.raises(AgentLoadError) as err:
+        open_agent(spec)
+    text = str(err.value)
+    assert text.startswith(f"AGENT {spec!r}") and message in text and "\n" not in text
+
+
+def test_a_file_that_fails_to_load_is_one_line(open_agent, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import json\n\nraise RuntimeError('missing setting\\nsecond line')\n")
+    with pytest.raises(AgentLoadError) as err:
+        open_agent(f"{broken}:graph")
+    assert str(err.value).endswith("cannot be loaded: missing setting second line")
+
+
+@pytest.fixture
+def no_keys(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def test_a_model_name_whose_provider_is_inferred(no_keys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
+    model = resolve_model("claude-sonnet-4-5")
+    assert type(model).__name__ == "ChatAnthropic"
+    assert model.model == "claude-sonnet-4-5"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("claude-sonnet-4-5", "needs ANTHROPIC_API_KEY in the environment"),
+        ("gpt-4o", "needs the langchain-openai package: pip install 'slack-approval-bot[openai]'"),
+        (
+            "mistral-large-latest",
+            "needs the langchain-mistralai package: pip install langchain-mistralai",
+        ),
+    ],
+)
+def test_an_inferred_provider_without_its_package_or_key_is_one_line(no_keys, spec, message):
+    with pytest.raises(AgentLoadError) as err:
+        resolve_model(spec)
+    assert str(err.value) == f"AGENT_MODEL {spec!r} {message}"
+
+
+def test_model_kwargs_reach_the_model(no_keys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
+    options = {"base_url": "http://llm.internal:8080", "temperature": 0, "max_tokens": 321}
+    model = resolve_model("anthropic:claude-sonnet-4-5", options)
+    assert model.anthropic_api_url == "http://llm.internal:8080"  # type: ignore[attr-defined]
+    assert model.temperature == 0  # type: ignore[attr-defined]
+    assert model.max_tokens == 321  # type: ignore[attr-defined]
+
+
+def test_an_api_key_in_the_model_kwargs_stands_for_the_environment(no_keys):
+    model = resolve_model("claude-sonnet-4-5", {"api_key": "sk-ant-from-kwargs"})
+    key = model.anthropic_api_key.get_secret_value()  # type: ignore[attr-defined]
+    assert key == "sk-ant-from-kwargs"
+
+
+def test_model_kwargs_the_model_refuses_are_one_line(no_keys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
+    with pytest.raises(AgentLoadError) as err:
+        resolve_model("claude-sonnet-4-5", {"temperature": "very hot"})
+    assert str(err.value).startswith("AGENT_MODEL 'claude-sonnet-4-5' cannot be used: ")
+    assert "\n" not in str(err.value)
