@@ -41,6 +41,17 @@ class Settings(BaseSettings):
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
     maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)
     card_retry_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
+    langgraph_url: str | None = None
+    """Set: the agent runs on this LangGraph Server, not in the bot (see the README)."""
+    langgraph_assistant: str = "agent"
+    langgraph_api_key: SecretStr | None = None
+
+    @field_validator("langgraph_url")
+    @classmethod
+    def _server_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/") if value else None
 
     @field_validator("database_url")
     @classmethod
