@@ -52,6 +52,8 @@ from agent_runtime.workflow_audit import workflow_audit
 
 logger = logging.getLogger(__name__)
 IN_FLIGHT = ("pending", "running")
+ATTEMPT_KEY = "approval_attempt"
+"""Run metadata naming the call that created it, to find a run whose creation went unanswered."""
 TIMEOUT = (30.0, 600.0, 30.0, 30.0)
 """connect, read (a run is joined for at most this long), write, pool: seconds."""
 
@@ -106,22 +108,42 @@ class RemoteRuntime:
 
     def invoke(self, payload: Any, thread_id: str) -> Any:
         server_id = server_thread_id(thread_id)
-        run = self.client.runs.create(
-            server_id,
-            self.assistant,
-            **_run_input(payload),
-            config=run_config(thread_id, recursion_limit=self.recursion_limit),
-            multitask_strategy="reject",
-            if_not_exists="create",
-            durability="sync",
-            strict_resume=True,
-        )
+        attempt = uuid.uuid4().hex
+        try:
+            run_id = self.client.runs.create(
+                server_id,
+                self.assistant,
+                **_run_input(payload),
+                config=run_config(thread_id, recursion_limit=self.recursion_limit),
+                metadata={ATTEMPT_KEY: attempt},
+                multitask_strategy="reject",
+                if_not_exists="create",
+                durability="sync",
+                strict_resume=True,
+            )["run_id"]
+        except httpx.TransportError:
+            # The answer was lost, not necessarily the run: one the server created is joined,
+            # never created again.
+            found = self._created(server_id, attempt)
+            if found is None:
+                raise
+            run_id = found
         if isinstance(payload, Command):
             fault_point("after_resume_sent")
-        return self._finish(server_id, run["run_id"])
+        return self._finish(server_id, run_id)
+
+    def _created(self, server_id: str, attempt: str) -> str | None:
+        try:
+            runs = self.client.runs.list(server_id, limit=20)
+        except NotFoundError:
+            return None
+        return next(
+            (r["run_id"] for r in runs if (r.get("metadata") or {}).get(ATTEMPT_KEY) == attempt),
+            None,
+        )
 
     def _finish(self, server_id: str, run_id: str) -> Any:
-        values = self.client.runs.join(server_id, run_id)
+        values = self._join(server_id, run_id)
         run = self.client.runs.get(server_id, run_id)
         if run["status"] != "success":
             error = values.get("__error__") if isinstance(values, dict) else None
@@ -129,11 +151,22 @@ class RemoteRuntime:
             raise RemoteRunFailed(f"the run on LangGraph Server ended with: {detail}")
         return values
 
+    def _join(self, server_id: str, run_id: str) -> Any:
+        """Wait for the run's end. A wait cut short (a timeout, a dropped connection) is
+        waited again while the server still answers: the run goes on there either way, and
+        calling it failed would misreport a tool that then runs."""
+        while True:
+            try:
+                return self.client.runs.join(server_id, run_id)
+            except httpx.TransportError as exc:
+                logger.warning("waiting for run %s was cut short (%s); waiting again", run_id, exc)
+                self.client.runs.get(server_id, run_id)  # raises if the server is gone
+
     def _settle(self, server_id: str) -> None:
         """Wait for the runs still pending or running on the thread (started by a process
         that died, say) before the thread is read."""
-        for run_id in self._in_flight(server_id):
-            self.client.runs.join(server_id, run_id)
+        for run_id in list(self._in_flight(server_id)):
+            self._join(server_id, run_id)
 
     def _in_flight(self, server_id: str) -> Iterator[str]:
         for status in IN_FLIGHT:

@@ -21,8 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
+from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 from sqlalchemy import select
 
@@ -46,6 +48,7 @@ from tests.bot.flows import (
     settled,
     start_run,
 )
+from tests.conftest import Harness
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "langgraph_server" / "langgraph.json"
@@ -194,20 +197,22 @@ def test_reject_with_a_reason_reaches_the_agent(serve_bot, server: Server):
     assert server.effects(text) == []
 
 
-def test_twenty_concurrent_approvals_run_the_tool_once(serve_bot, server: Server):
+def test_twenty_concurrent_approvals_on_two_replicas_run_the_tool_once(serve_bot, server: Server):
     h = serve_bot(server.database_url, langgraph_url=server.url)
+    other = serve_bot(server.database_url, sandbox=h.sandbox, langgraph_url=server.url)
     text = f"concurrent {uuid.uuid4().hex}"
     root, card = start_run(h, _send(text))
     approve = button(card, "Approve")
-    clickers = [REVIEWERS[i % len(REVIEWERS)] for i in range(20)]
-    barrier = threading.Barrier(len(clickers))
+    clicks = [(REVIEWERS[i % len(REVIEWERS)], (h, other)[i % 2]) for i in range(20)]
+    barrier = threading.Barrier(len(clicks))
 
-    def click(user: str) -> int:
+    def click(job: tuple[str, Harness]) -> int:
+        user, replica = job
         barrier.wait()
-        return h.driver.click(user=user, message=card, button=approve).status
+        return replica.driver.click(user=user, message=card, button=approve).status
 
-    with ThreadPoolExecutor(max_workers=len(clickers)) as pool:
-        assert list(pool.map(click, clickers)) == [200] * 20
+    with ThreadPoolExecutor(max_workers=len(clicks)) as pool:
+        assert list(pool.map(click, clicks)) == [200] * 20
     result_message(h, root)
     told = h.state.wait_for(lambda: len(h.state.ephemerals) >= 19 and list(h.state.ephemerals))
     assert {e.text for e in told} == {REFUSALS["already_decided"]}
@@ -220,6 +225,55 @@ def test_twenty_concurrent_approvals_run_the_tool_once(serve_bot, server: Server
         ).all()
     assert kinds.count("resumed") == 1
     assert len(decisions) == 1
+
+
+def test_a_resume_bound_to_another_interrupt_answers_nothing(serve_bot, server: Server):
+    """A resume names the interrupt it answers: sent for any other id (an older interrupt,
+    say), the server leaves the waiting one as it was, and the card still works."""
+    h = serve_bot(server.database_url, langgraph_url=server.url)
+    text = f"bound {uuid.uuid4().hex}"
+    root, card = start_run(h, _send(text))
+    run = _run_of(h.bot.db, text)
+    (waiting,) = h.bot.runtime.state(run.id).interrupts
+    stray = Command(resume={uuid.uuid4().hex: {"decisions": [{"type": "approve"}]}})
+    h.bot.runtime.invoke(stray, run.id)
+    assert [i.id for i in h.bot.runtime.state(run.id).interrupts] == [waiting.id]
+    assert server.effects(text) == []
+
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert "message sent" in result_message(h, root).text
+    assert server.effects(text) == ["send_external_message"]
+
+
+def test_answers_lost_on_the_way_back_from_the_server_are_not_failures(
+    serve_bot, server: Server, monkeypatch
+):
+    """Every run's creation goes through but its answer is lost, and the first wait for each
+    run is cut short: each run is found and waited for again, none is created twice."""
+    h = serve_bot(server.database_url, langgraph_url=server.url)
+    runs = h.bot.runtime.client.runs  # type: ignore[attr-defined]
+    create, join = runs.create, runs.join
+    cut: set[str] = set()
+
+    def lost_create(*args, **kwargs):  # type: ignore[no-untyped-def]
+        create(*args, **kwargs)
+        raise httpx.ReadError("connection reset")
+
+    def cut_join(thread_id: str, run_id: str):  # type: ignore[no-untyped-def]
+        if run_id not in cut:
+            cut.add(run_id)
+            raise httpx.ReadTimeout("timed out")
+        return join(thread_id, run_id)
+
+    monkeypatch.setattr(runs, "create", lost_create)
+    monkeypatch.setattr(runs, "join", cut_join)
+    text = f"lost {uuid.uuid4().hex}"
+    root, card = start_run(h, _send(text))
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert "message sent" in result_message(h, root).text
+    assert server.effects(text) == ["send_external_message"]
+    run = _run_of(h.bot.db, text)
+    assert len(runs.list(server_thread_id(run.id))) == 2 == len(cut)
 
 
 def test_a_subagent_interrupt_is_reviewed_and_resumed(serve_bot, server: Server):
