@@ -12,8 +12,9 @@ How a thread is kept to one run at a time, and a decision to one resume:
   which. The bot's own per-thread lock still orders the bot's bookkeeping for the thread
   (recording a stop, posting its cards, a cancel); the server's queue guards the thread itself,
   against any client.
-- A resume is ``{interrupt_id: answer}``, sent with ``strict_resume``: it can only answer the
-  interrupt that was reviewed, never a newer one.
+- A resume is ``{interrupt_id: answer}``: it can only answer the interrupt that was reviewed,
+  never a newer one (an id that is not waiting answers nothing). It is also sent with
+  ``strict_resume``, which servers that support it turn into a failed run instead.
 - ``state`` first waits for the thread's runs in flight: a process that died while a run it
   started was still running leaves a thread that the next process reads only once that run is
   done, so an interrupt the server already consumed is never answered again.
