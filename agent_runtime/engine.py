@@ -30,7 +30,6 @@ from agent_runtime.decisions import Attempt, DecisionRecorder, DecisionResult
 from agent_runtime.digests import DigestPoster
 from agent_runtime.edits import EditRules
 from agent_runtime.faults import fault_point
-from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.listing import PendingList
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
@@ -39,6 +38,7 @@ from agent_runtime.policy import Policy
 from agent_runtime.reach import ReviewerReach
 from agent_runtime.resume import Resumer
 from agent_runtime.runs import RunLifecycle
+from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import Sweeper, SweepResult
 from agent_runtime.views import ApprovalView, RunView, approval_view
 from store.db import Database
@@ -81,7 +81,7 @@ class ApprovalEngine:
         self,
         *,
         db: Database,
-        runtime: GraphRuntime,
+        runtime: AgentRuntime,
         policy: Policy,
         notifier: Notifier,
         usergroup_members: Callable[[str], frozenset[str]] = _no_groups,

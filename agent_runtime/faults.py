@@ -20,7 +20,9 @@ DECISION_POINTS = (
 )
 """Points reached between an approval and the run's result in its thread, in that order
 (``after_ack``: the click is stored and acked, a worker has just claimed it)."""
-POINTS = CARD_POINTS + DECISION_POINTS
+REMOTE_POINTS = ("after_resume_sent",)
+"""With the agent on LangGraph Server: a resume run is created there, not yet joined."""
+POINTS = CARD_POINTS + DECISION_POINTS + REMOTE_POINTS
 
 
 def fault_point(name: str) -> None:

@@ -48,8 +48,14 @@ class Grant:
     stored_result: str | None
 
 
+RUN_CONFIG_KEY = "approval_run_id"
+"""Where a run on LangGraph Server finds the bot's run id: the server names its threads with
+UUIDs of its own, so the thread id there is not the run's."""
+
+
 def thread_of(config: Mapping[str, Any] | None) -> str | None:
-    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    configurable = (config or {}).get("configurable") or {}
+    thread = configurable.get(RUN_CONFIG_KEY) or configurable.get("thread_id")
     return str(thread) if thread is not None else None
 
 

@@ -170,6 +170,9 @@ class GraphRuntime:
         not lose the step that an approved action belongs to."""
         return self.graph.invoke(payload, self.config(thread_id), durability="sync")
 
+    def close(self) -> None:
+        close_checkpointer(self.checkpointer)
+
 
 def open_runtime(
     *,

@@ -21,9 +21,9 @@ from agent_runtime.cancel import CANCELLED_OUTCOME
 from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
-from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, drift
+from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
     PendingInterrupt,
@@ -78,7 +78,7 @@ class Resumer:
         self,
         *,
         db: Database,
-        runtime: GraphRuntime,
+        runtime: AgentRuntime,
         policy: Policy,
         claims: Claims,
         announcer: Announcer,

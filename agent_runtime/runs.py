@@ -17,9 +17,9 @@ from agent_runtime.announcer import Announcer
 from agent_runtime.authorization import Actor
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
-from agent_runtime.graph_runtime import GraphRuntime
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, build_request
+from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
     PendingInterrupt,
@@ -41,7 +41,7 @@ class RunLifecycle:
         self,
         *,
         db: Database,
-        runtime: GraphRuntime,
+        runtime: AgentRuntime,
         policy: Policy,
         claims: Claims,
         announcer: Announcer,

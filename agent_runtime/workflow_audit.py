@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from agent_runtime.gate import thread_of
 from store.db import Database
 from store.repositories import AuditRepository
 
@@ -16,8 +17,7 @@ class WorkflowAudit(Protocol):
 
 def workflow_audit(db: Database) -> WorkflowAudit:
     def record(config: Mapping[str, Any], kind: str, detail: dict[str, Any]) -> None:
-        run_id = (config.get("configurable") or {}).get("thread_id")
         with db.transaction() as s:
-            AuditRepository(s).record(kind, run_id=str(run_id) if run_id else None, detail=detail)
+            AuditRepository(s).record(kind, run_id=thread_of(config), detail=detail)
 
     return record

@@ -23,8 +23,10 @@ from agent_runtime.catalog import ToolCatalog
 from agent_runtime.encryption import verify_key
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.gate import EffectGate
-from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_runtime
-from agent_runtime.policy import load_policy
+from agent_runtime.graph_runtime import open_runtime
+from agent_runtime.policy import Policy, load_policy
+from agent_runtime.remote_runtime import open_remote_runtime
+from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import Maintenance
 from bot.directory import UsergroupDirectory
 from bot.executor import BoundedExecutor, ListenerPool
@@ -49,7 +51,7 @@ LISTENER_THREADS = 16
 class Bot:
     settings: Settings
     db: Database
-    runtime: GraphRuntime
+    runtime: AgentRuntime
     services: BotServices
     listeners: ListenerPool
     app: App
@@ -113,7 +115,7 @@ class Bot:
         self.services.notices.shutdown(wait=False)
         if self.services.home is not None:
             self.services.home.shutdown()
-        close_checkpointer(self.runtime.checkpointer)
+        self.runtime.close()
         self.db.dispose()
 
 
@@ -150,6 +152,37 @@ def verify_slack(client: WebClient, settings: Settings) -> str | None:
         sdk_logger.disabled = False
 
 
+def open_agent(
+    settings: Settings, *, policy: Policy, gate: EffectGate, key: bytes | None
+) -> AgentRuntime:
+    """The agent in this process, or on the LangGraph Server at LANGGRAPH_URL."""
+    workspace = Workspace(settings.workspace_dir).ensure()
+    if settings.langgraph_url:
+        api_key = settings.langgraph_api_key
+        return open_remote_runtime(
+            url=settings.langgraph_url,
+            assistant=settings.langgraph_assistant,
+            api_key=api_key.get_secret_value() if api_key is not None else None,
+            agent=settings.agent,
+            model=settings.agent_model,
+            model_kwargs=settings.agent_model_kwargs,
+            policy=policy,
+            workspace=workspace,
+            gate=gate,
+        )
+    return open_runtime(
+        database_url=settings.database_url,
+        agent=settings.agent,
+        model=settings.agent_model,
+        model_kwargs=settings.agent_model_kwargs,
+        policy=policy,
+        workspace=workspace,
+        gate=gate,
+        key=key,
+        pool_size=settings.db_pool_size,
+    )
+
+
 def build_bot(
     settings: Settings, *, http: bool = True, clock: Callable[[], dt.datetime] = utcnow
 ) -> Bot:
@@ -169,17 +202,7 @@ def build_bot(
     verify_key(db, key)
     notifier = HomeRefreshingNotifier(client, workspace_url=workspace_url)
     gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=notifier)
-    runtime = open_runtime(
-        database_url=settings.database_url,
-        agent=settings.agent,
-        model=settings.agent_model,
-        model_kwargs=settings.agent_model_kwargs,
-        policy=policy,
-        workspace=Workspace(settings.workspace_dir).ensure(),
-        gate=gate,
-        key=key,
-        pool_size=settings.db_pool_size,
-    )
+    runtime = open_agent(settings, policy=policy, gate=gate, key=key)
     directory = UsergroupDirectory(client)
     engine = ApprovalEngine(
         db=db,

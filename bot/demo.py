@@ -145,7 +145,6 @@ class Demo:
         self.say(indent(render_view(view, self.state.users), "  "))
 
     def report(self) -> int:
-        workspace = self.bot.runtime.graph  # noqa: F841 - keep the graph alive until the end
         effects = [json.loads(line) for line in _effects(self.bot).splitlines() if line]
         self.say("\nSide effects that ran: " + (", ".join(e["tool"] for e in effects) or "none"))
         self.say("\nAudit trail:")

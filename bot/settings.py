@@ -50,6 +50,17 @@ class Settings(BaseSettings):
     """``/metrics``, ``/healthz`` and ``/readyz`` in every mode; 0 picks a free port."""
     admin_host: str = "0.0.0.0"
     log_format: Literal["text", "json"] = "text"
+    langgraph_url: str | None = None
+    """Set: the agent runs on this LangGraph Server, not in the bot (see the README)."""
+    langgraph_assistant: str = "agent"
+    langgraph_api_key: SecretStr | None = None
+
+    @field_validator("langgraph_url")
+    @classmethod
+    def _server_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/") if value else None
 
     @field_validator("database_url")
     @classmethod

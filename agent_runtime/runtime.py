@@ -1,0 +1,36 @@
+"""What the engine needs of the agent it drives, wherever the agent runs.
+
+``GraphRuntime`` runs the compiled graph in this process on our checkpointer;
+``RemoteRuntime`` drives a deployment on LangGraph Server. The engine, the run lifecycle and
+the resumer see only this interface, so every check they make (the pending interrupt and the
+action hash before a resume, validation before the Command, evidence after a crash) holds for
+both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from langgraph.types import StateSnapshot
+
+from agent_runtime.catalog import ToolCatalog
+
+
+class AgentRuntime(Protocol):
+    @property
+    def catalog(self) -> ToolCatalog:
+        """The agent's tool schemas: arguments are normalized (and hashed) with them."""
+
+    def state(self, thread_id: str) -> StateSnapshot:
+        """The thread's settled state: values (messages as LangChain messages), next nodes and
+        the pending interrupts, subgraphs' included. ``created_at`` is None for no thread."""
+
+    def has_checkpoint(self, thread_id: str) -> bool:
+        """Whether the thread was ever started (a run is never started twice)."""
+
+    def invoke(self, payload: Any, thread_id: str) -> Any:
+        """Run the thread to its next stop: the first input, a resume ``Command`` (bound to
+        its interrupt id), or ``None`` to finish an interrupted step."""
+
+    def close(self) -> None:
+        """Release connections."""
