@@ -22,6 +22,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
+from pydantic import ValidationError
 
 from agent_runtime.agent_entry import build_graph, one_line
 from agent_runtime.agents.workspace import Workspace
@@ -121,9 +122,37 @@ def resolve_model(spec: str, options: Mapping[str, Any] | None = None) -> BaseCh
             raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {one_line(exc)}") from exc
         raise _package_error(spec, missing.partition(".")[0]) from exc
     except Exception as exc:  # any other provider failure must stop start-up with one line
-        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {one_line(exc)}") from exc
+        detail = _without_secrets(exc, kwargs)
+        raise AgentLoadError(f"AGENT_MODEL {spec!r} cannot be used: {detail}") from None
     _require_key(spec, type(model).__module__.partition(".")[0], kwargs)
     return model
+
+
+def _without_secrets(exc: Exception, options: Mapping[str, Any]) -> str:
+    """The provider's complaint without the values of AGENT_MODEL_KWARGS, which may hold an API
+    key: pydantic echoes a field's input, or the whole input when a model validator fails."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or type(exc).__name__}: {e['msg']}"
+            for e in errors
+        )[:300]
+    text = one_line(exc)
+    for value in _leaves(options):
+        text = text.replace(value, "***")
+    return text
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        if len(value) >= 4:
+            yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
 
 
 def _package_error(spec: str, package: str) -> AgentLoadError:

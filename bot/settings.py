@@ -33,8 +33,11 @@ class Settings(BaseSettings):
     policy_file: Path | None = None
     agent: str = DEFAULT_AGENT
     agent_model: str = "offline"
-    agent_model_kwargs: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
-    """Passed to ``init_chat_model`` with AGENT_MODEL: a JSON object."""
+    agent_model_kwargs: Annotated[dict[str, Any], NoDecode] = Field(
+        default_factory=dict, repr=False
+    )
+    """Passed to ``init_chat_model`` with AGENT_MODEL: a JSON object (kept out of ``repr``: it
+    may hold an API key)."""
     checkpoint_encryption_key: SecretStr | None = None
     audit_key: SecretStr | None = None
     workspace_dir: Path = Path("workspace")

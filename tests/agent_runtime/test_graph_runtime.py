@@ -200,3 +200,22 @@ def test_model_kwargs_the_model_refuses_are_one_line(no_keys, monkeypatch):
         resolve_model("claude-sonnet-4-5", {"temperature": "very hot"})
     assert str(err.value).startswith("AGENT_MODEL 'claude-sonnet-4-5' cannot be used: ")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        # A validator that fails on the whole input echoes every argument, the key included.
+        {"api_key": "sk-ant-very-secret-1234", "max_tokens": 5, "model_kwargs": {"max_tokens": 5}},
+        # A key of the wrong type is echoed as the field's input.
+        {"api_key": ["sk-ant-very-secret-1234"]},
+    ],
+)
+def test_a_refused_model_option_never_prints_the_api_key(no_keys, options):
+    with pytest.raises(AgentLoadError) as err:
+        resolve_model("anthropic:claude-sonnet-4-5", options)
+    text = str(err.value)
+    assert text.startswith("AGENT_MODEL 'anthropic:claude-sonnet-4-5' cannot be used: ")
+    assert "very-secret" not in text and "sk-ant" not in text
+    # Nor does a traceback: the provider's own error (which holds the key) is not chained.
+    assert err.value.__cause__ is None and err.value.__suppress_context__

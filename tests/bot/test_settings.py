@@ -63,6 +63,13 @@ def test_model_kwargs_are_a_json_object(monkeypatch):
     assert load_settings().agent_model_kwargs == {"base_url": "http://llm:8080", "temperature": 0}
 
 
+def test_settings_shown_whole_never_show_a_key_in_the_model_kwargs(monkeypatch):
+    monkeypatch.setenv("AGENT_MODEL_KWARGS", '{"api_key": "' + SECRET + '", "temperature": 0}')
+    settings = load_settings()
+    assert settings.agent_model_kwargs["api_key"] == SECRET
+    assert SECRET not in repr(settings) and SECRET not in str(settings)
+
+
 @pytest.mark.parametrize("agent", ["src/agent/graph.py:graph", "/srv/agent.py:graph"])
 def test_agent_may_name_a_python_file(monkeypatch, agent):
     monkeypatch.setenv("AGENT", agent)
