@@ -53,10 +53,26 @@ RUN_CONFIG_KEY = "approval_run_id"
 UUIDs of its own, so the thread id there is not the run's."""
 
 
+SERVER_THREADS = uuid.UUID("6f1d4f5e-3c1a-5b7e-9a0e-5d2b8c4a7e10")
+"""The namespace of server thread ids: the server wants UUIDs, our run ids are not."""
+
+
+def server_thread_id(run_id: str) -> str:
+    """The run's thread on the server: derived, not stored, so every replica (and a process
+    started after a crash) finds the same thread without asking the database."""
+    return str(uuid.uuid5(SERVER_THREADS, run_id))
+
+
 def thread_of(config: Mapping[str, Any] | None) -> str | None:
+    """The bot's run a call belongs to. On the server, anyone who may start runs can write any
+    ``approval_run_id`` into a run's configuration: it counts only on the thread derived from
+    it, so a run elsewhere cannot spend (or replay) that run's approvals."""
     configurable = (config or {}).get("configurable") or {}
-    thread = configurable.get(RUN_CONFIG_KEY) or configurable.get("thread_id")
-    return str(thread) if thread is not None else None
+    thread = configurable.get("thread_id")
+    claimed = configurable.get(RUN_CONFIG_KEY)
+    if claimed is None:
+        return str(thread) if thread is not None else None
+    return str(claimed) if str(thread) == server_thread_id(str(claimed)) else None
 
 
 def call_id_of(config: Mapping[str, Any] | None, tool_call_id: str | None) -> str:

@@ -13,8 +13,10 @@ How a thread is kept to one run at a time, and a decision to one resume:
   (recording a stop, posting its cards, a cancel); the server's queue guards the thread itself,
   against any client.
 - A resume is ``{interrupt_id: answer}``: it can only answer the interrupt that was reviewed,
-  never a newer one (an id that is not waiting answers nothing). It is also sent with
-  ``strict_resume``, which servers that support it turn into a failed run instead.
+  never a newer one (an id that is not waiting answers nothing). A resume run that saved no
+  step answered nothing (the interrupt was answered on the server by someone else since the
+  bot checked it): it is reported as failed, never as resumed. ``strict_resume`` asks the
+  servers that support it to fail such a run themselves.
 - ``state`` first waits for the thread's runs in flight: a process that died while a run it
   started was still running leaves a thread that the next process reads only once that run is
   done, so an interrupt the server already consumed is never answered again.
@@ -40,14 +42,13 @@ from agent_runtime.agents.workspace import Workspace
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.errors import AgentLoadError, ApprovalError
 from agent_runtime.faults import fault_point
-from agent_runtime.gate import EffectGate
+from agent_runtime.gate import EffectGate, server_thread_id
 from agent_runtime.graph_runtime import resolve_model
 from agent_runtime.policy import Policy
 from agent_runtime.remote_state import (
     NO_THREAD,
     messages_of,
     run_config,
-    server_thread_id,
     snapshot_of,
 )
 from agent_runtime.workflow_audit import workflow_audit
@@ -130,9 +131,18 @@ class RemoteRuntime:
             if found is None:
                 raise
             run_id = found
-        if isinstance(payload, Command):
-            fault_point("after_resume_sent")
-        return self._finish(server_id, run_id)
+        if not isinstance(payload, Command):
+            return self._finish(server_id, run_id)
+        fault_point("after_resume_sent")
+        values = self._finish(server_id, run_id)
+        if not self.client.threads.get_history(server_id, limit=1, metadata={"run_id": run_id}):
+            # No step of this run was saved: the interrupt it answers was no longer waiting
+            # (answered on the server by another run since the bot checked it).
+            raise RemoteRunFailed(
+                "the resume answered nothing: the interrupt was no longer waiting on "
+                "LangGraph Server (answered there by another run)"
+            )
+        return values
 
     def _created(self, server_id: str, attempt: str) -> str | None:
         try:

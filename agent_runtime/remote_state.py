@@ -8,7 +8,6 @@ one with.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,9 +16,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt, PregelTask, StateSnapshot
 
 from agent_runtime.gate import RUN_CONFIG_KEY
-
-THREADS = uuid.UUID("6f1d4f5e-3c1a-5b7e-9a0e-5d2b8c4a7e10")
-"""The namespace of server thread ids: the server wants UUIDs, our run ids are not."""
 
 NO_THREAD = StateSnapshot(
     values={},
@@ -31,12 +27,6 @@ NO_THREAD = StateSnapshot(
     tasks=(),
     interrupts=(),
 )
-
-
-def server_thread_id(run_id: str) -> str:
-    """The run's thread on the server: derived, not stored, so every replica (and a process
-    started after a crash) finds the same thread without asking the database."""
-    return str(uuid.uuid5(THREADS, run_id))
 
 
 def run_config(run_id: str, *, recursion_limit: int) -> dict[str, Any]:

@@ -3,6 +3,9 @@ approval is spent once."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool, tool
@@ -11,11 +14,11 @@ from langgraph.prebuilt import ToolNode
 from sqlalchemy import select
 
 from agent_runtime.catalog import ToolCatalog
-from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused
+from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused, server_thread_id
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
-from store.models import ApprovalRequest, AuditEvent
+from store.models import Action, ApprovalRequest, AuditEvent
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
 
@@ -134,6 +137,51 @@ def test_an_approval_under_an_older_policy_does_not_open_the_gate(env):
         request.status = "resuming"
     with pytest.raises(GateRefused, match="earlier version of the approval policy"):
         env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
+
+
+def server_config(run_id: str, *, thread: str | None = None) -> dict:
+    """A run on LangGraph Server: the server's thread, and the bot's run id it carries."""
+    return {
+        "configurable": {"approval_run_id": run_id, "thread_id": thread or server_thread_id(run_id)}
+    }
+
+
+def test_a_server_run_naming_another_threads_run_cannot_spend_its_approval(env):
+    """Anyone who can start runs on the server can put any ``approval_run_id`` in a run's
+    configuration. A run on another thread naming ours (the run id and the tool call id are on
+    the card) must neither spend our approval nor pass for a replay of our call and run the
+    effect a second time while our resume runs it."""
+    run_id, action_id = paused_run(env)
+    approved_and_resuming(env, run_id)
+    with env.db.transaction() as s:
+        ours = s.get(Action, action_id).tool_call_id
+    forged = server_config(run_id, thread=str(uuid.uuid4()))
+    ran: list[str] = []
+
+    def call(cfg: dict, call_id: str, effect: Callable[[], str]) -> str:
+        return env.gate.run(
+            cfg,
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=effect,
+            tool_call_id=call_id,
+        )
+
+    def send() -> str:
+        ran.append("sent")
+        return "sent"
+
+    with pytest.raises(GateRefused):
+        call(forged, "attacker-1", send)
+    assert ran == []
+
+    def send_while_a_forged_replay_comes() -> str:
+        with pytest.raises(GateRefused):
+            call(forged, ours, send)
+        return send()
+
+    assert call(server_config(run_id), ours, send_while_a_forged_replay_comes) == "sent"
+    assert ran == ["sent"]
 
 
 def test_calls_the_policy_does_not_gate_run_without_a_record(env):

@@ -30,7 +30,8 @@ from sqlalchemy import select
 
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.errors import AgentLoadError
-from agent_runtime.remote_state import server_thread_id
+from agent_runtime.gate import server_thread_id
+from agent_runtime.remote_runtime import RemoteRunFailed
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
@@ -229,20 +230,63 @@ def test_twenty_concurrent_approvals_on_two_replicas_run_the_tool_once(serve_bot
 
 def test_a_resume_bound_to_another_interrupt_answers_nothing(serve_bot, server: Server):
     """A resume names the interrupt it answers: sent for any other id (an older interrupt,
-    say), the server leaves the waiting one as it was, and the card still works."""
+    say), the server leaves the waiting one as it was, the resume is reported as answering
+    nothing, and the card still works."""
     h = serve_bot(server.database_url, langgraph_url=server.url)
     text = f"bound {uuid.uuid4().hex}"
     root, card = start_run(h, _send(text))
     run = _run_of(h.bot.db, text)
     (waiting,) = h.bot.runtime.state(run.id).interrupts
     stray = Command(resume={uuid.uuid4().hex: {"decisions": [{"type": "approve"}]}})
-    h.bot.runtime.invoke(stray, run.id)
+    with pytest.raises(RemoteRunFailed, match="the resume answered nothing"):
+        h.bot.runtime.invoke(stray, run.id)
     assert [i.id for i in h.bot.runtime.state(run.id).interrupts] == [waiting.id]
     assert server.effects(text) == []
 
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     assert "message sent" in result_message(h, root).text
     assert server.effects(text) == ["send_external_message"]
+
+
+def test_an_interrupt_answered_on_the_server_meanwhile_is_not_called_resumed(
+    serve_bot, server: Server, monkeypatch
+):
+    """Someone answers the interrupt directly on the server (a reject) between the bot's check
+    of the thread and its resume: the bot's resume then answers nothing. The bot must not
+    record the approval as resumed nor post the other run's outcome as its own."""
+    h = serve_bot(server.database_url, langgraph_url=server.url)
+    text = f"meanwhile {uuid.uuid4().hex}"
+    root, card = start_run(h, _send(text))
+    run = _run_of(h.bot.db, text)
+    threads = h.bot.runtime.client.threads  # type: ignore[attr-defined]
+    get_state = threads.get_state
+    other = get_sync_client(url=server.url, api_key=None)
+    armed = [True]
+
+    def then_answered_elsewhere(thread_id: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        state = get_state(thread_id, *args, **kwargs)
+        if armed and state.get("interrupts"):
+            armed.clear()
+            (waiting,) = state["interrupts"]
+            answer = {"decisions": [{"type": "reject", "message": "answered elsewhere"}]}
+            direct = other.runs.create(
+                thread_id, "agent", command={"resume": {waiting["id"]: answer}}
+            )
+            other.runs.join(thread_id, direct["run_id"])
+        return state
+
+    monkeypatch.setattr(threads, "get_state", then_answered_elsewhere)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    result = result_message(h, root)
+    assert not armed, "the interrupt was answered on the server"
+    assert server.effects(text) == []
+    with h.bot.db.transaction() as s:
+        kinds = s.scalars(select(AuditEvent.kind).where(AuditEvent.run_id == run.id)).all()
+        status = s.scalars(
+            select(ApprovalRequest.status).where(ApprovalRequest.run_id == run.id)
+        ).one()
+    assert "resumed" not in kinds and status == "failed"
+    assert "answered nothing" in result.text
 
 
 def test_answers_lost_on_the_way_back_from_the_server_are_not_failures(
