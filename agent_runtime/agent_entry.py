@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from langgraph.pregel import Pregel
 
 from agent_runtime.errors import AgentLoadError
 
+logger = logging.getLogger(__name__)
 SHAPE = "package.module:name or path/to/file.py:name"
 _POSITIONAL = (
     inspect.Parameter.POSITIONAL_ONLY,
@@ -92,11 +94,25 @@ def build_graph(
 ) -> Pregel:
     """The graph ``spec`` names or builds, running on ``checkpointer``."""
     entry = load_entry(spec)
-    if isinstance(entry, (Pregel, StateGraph)) or not callable(entry):
-        made = entry
-    else:
-        made = _call_factory(spec, entry, checkpointer, offers)
-    return bind_checkpointer(spec, made, checkpointer)
+    factory = not isinstance(entry, (Pregel, StateGraph)) and callable(entry)
+    made = _call_factory(spec, entry, checkpointer, offers) if factory else entry
+    graph = bind_checkpointer(spec, made, checkpointer)
+    if offers.get("gate") is not None and not (factory and _takes(entry, "gate")):
+        logger.warning(
+            "AGENT %r is not a factory taking gate: the bot cannot hand it the "
+            "point-of-effect gate, so its tools run on the review alone unless they gate "
+            "themselves (see Protect your own tools in the README)",
+            spec,
+        )
+    return graph
+
+
+def _takes(factory: Callable[..., Any], name: str) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _call_factory(

@@ -3,12 +3,15 @@ and everything it cannot use is one line at start-up."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from agent_runtime.agent_entry import build_graph
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.errors import AgentLoadError
 from agent_runtime.graph_runtime import close_checkpointer, open_runtime, resolve_model
@@ -219,3 +222,21 @@ def test_a_refused_model_option_never_prints_the_api_key(no_keys, options):
     assert "very-secret" not in text and "sk-ant" not in text
     # Nor does a traceback: the provider's own error (which holds the key) is not chained.
     assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+@pytest.mark.parametrize(
+    ("spec", "warned"),
+    [
+        (f"{GRAPHS}:REFUND_GRAPH", True),  # compiled at import: no gate could be handed to it
+        (f"{GRAPHS}:custom_interrupt_graph", True),  # a factory that takes no gate
+        ("examples.plain_graph:build_graph", False),  # takes the gate
+    ],
+)
+def test_a_graph_the_gate_cannot_be_handed_to_is_named_at_start(caplog, spec, warned):
+    """A graph compiled before the bot starts never receives the point-of-effect gate: its
+    tools run on the review alone unless they gate themselves. Start-up says so."""
+    with caplog.at_level(logging.WARNING, logger="agent_runtime.agent_entry"):
+        build_graph(spec, InMemorySaver(), offers={"gate": object(), "policy": None})
+    said = [r.getMessage() for r in caplog.records if "point-of-effect gate" in r.getMessage()]
+    assert bool(said) is warned
+    assert all(m.startswith(f"AGENT {spec!r}") for m in said)
