@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, messages_from_dict
+from langchain_core.messages import BaseMessage, ChatMessage, messages_from_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt, PregelTask, StateSnapshot
 
@@ -36,14 +36,28 @@ def run_config(run_id: str, *, recursion_limit: int) -> dict[str, Any]:
 
 
 def messages_of(raw: Sequence[Any]) -> list[BaseMessage]:
-    """Server messages (``model_dump`` dicts with their ``type``) as LangChain messages."""
+    """Server messages (``model_dump`` dicts with their ``type``) as LangChain messages. A
+    type LangChain cannot rebuild (a graph's own message class) is kept as a ``ChatMessage``
+    with that role: it must not make the thread unreadable, and so never resumable."""
     out: list[BaseMessage] = []
     for item in raw:
         if isinstance(item, BaseMessage):
             out.append(item)
         elif isinstance(item, Mapping) and "type" in item:
-            out.extend(messages_from_dict([{"type": item["type"], "data": dict(item)}]))
+            try:
+                out.extend(messages_from_dict([{"type": item["type"], "data": dict(item)}]))
+            except ValueError:  # pydantic's ValidationError is one too
+                out.append(_as_chat(item))
     return out
+
+
+def _as_chat(item: Mapping[str, Any]) -> ChatMessage:
+    content = item.get("content")
+    return ChatMessage(
+        content=content if isinstance(content, (str, list)) else str(content),
+        role=str(item["type"]),
+        id=item.get("id") if isinstance(item.get("id"), str) else None,
+    )
 
 
 def values_of(raw: Any) -> dict[str, Any]:
