@@ -42,6 +42,13 @@ class Gap:
     kind: Unconfirmed
 
 
+def spent(db: Database, request: ApprovalRequest) -> bool:
+    """Whether a tool call already spent one of the request's approvals: someone resumed its
+    interrupt (directly on LangGraph Server, say), and what ran must be told, not denied."""
+    with db.transaction() as s:
+        return bool(ExecutionRepository(s).of_actions([a.id for a in request.actions]))
+
+
 def gaps(db: Database, request: ApprovalRequest, *, state: StateSnapshot) -> list[Gap]:
     """Approved (or edited) actions of ``request`` with no proof of having run in ``state``
     nor a finished execution record; empty when every one of them is accounted for."""

@@ -97,7 +97,9 @@ class Resumer:
         waits on the interrupt, that process got as far as resuming it: finish what it started
         (an interrupted step is continued; the gate's execution records keep tools from
         repeating effects), then ask the evidence whether each approved action ran before
-        calling the request resolved."""
+        calling the request resolved. The same holds, without a crash, for an interrupt that
+        someone resumed elsewhere (directly on LangGraph Server) once this one was claimed:
+        what ran is told, never denied."""
         with self.db.transaction() as s:
             request = ApprovalRepository(s).get(request_id)
         if request is not None and _cancelled(request):
@@ -127,7 +129,7 @@ class Resumer:
             return Resumed(run_failed=f"The agent failed after the decision: {exc}")
         fault_point("after_resume")
         after = self.runtime.state(request.run_id)
-        if recovering and pending is None:
+        if pending is None:
             found = evidence.gaps(self.db, request, state=after)
             if found:
                 return self._unconfirmed(request, state=after, found=found)
@@ -151,7 +153,9 @@ class Resumer:
         except UnsupportedInterrupt as exc:
             return f"unreadable interrupt: {exc}", None
         if pending is None:
-            return (None if recovering else "the run is no longer waiting for this approval"), None
+            if recovering or evidence.spent(self.db, request):
+                return None, None  # resumed by someone: the evidence says what ran
+            return "the run is no longer waiting for this approval", None
         problem = drift(request, pending, self.runtime.catalog.normalize_or_raw)
         approves = any(a.outcome in RUNS_THE_TOOL for a in request.actions)
         if problem is None and approves and request.policy_version != self.policy.version:

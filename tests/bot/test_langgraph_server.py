@@ -289,6 +289,54 @@ def test_an_interrupt_answered_on_the_server_meanwhile_is_not_called_resumed(
     assert "answered nothing" in result.text
 
 
+def test_an_approval_spent_on_the_server_before_the_bots_check_is_not_called_unresumed(
+    serve_bot, server: Server, monkeypatch
+):
+    """Someone resumes the thread directly on the server (approving) once the approval is
+    claimed, just before the bot reads the thread: the server's gate lets the approved call
+    run (it is being resumed), and the bot then finds no interrupt waiting. It must not tell
+    the requester that the run failed unresumed while the message was sent."""
+    h = serve_bot(server.database_url, langgraph_url=server.url)
+    text = f"spent {uuid.uuid4().hex}"
+    root, card = start_run(h, _send(text))
+    run = _run_of(h.bot.db, text)
+    threads = h.bot.runtime.client.threads  # type: ignore[attr-defined]
+    get_state = threads.get_state
+    other = get_sync_client(url=server.url, api_key=None)
+    armed = [True]
+
+    def answered_elsewhere_first(thread_id: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if armed:
+            armed.clear()
+            (waiting,) = get_state(thread_id)["interrupts"]
+            answer = {"decisions": [{"type": "approve"}]}
+            direct = other.runs.create(
+                thread_id,
+                "agent",
+                command={"resume": {waiting["id"]: answer}},
+                config={"configurable": {"approval_run_id": run.id}},  # as on the card
+            )
+            other.runs.join(thread_id, direct["run_id"])
+        return get_state(thread_id, *args, **kwargs)
+
+    monkeypatch.setattr(threads, "get_state", answered_elsewhere_first)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+
+    def closed() -> str | None:
+        with h.bot.db.transaction() as s:
+            status = s.scalars(
+                select(ApprovalRequest.status).where(ApprovalRequest.run_id == run.id)
+            ).one()
+        return None if status in ("pending", "resuming") else status
+
+    status = h.state.wait_for(closed)
+    assert not armed
+    assert server.effects(text) == ["send_external_message"]
+    assert status == "resolved"
+    assert "nothing ran" not in card_now(h, card).text
+    assert "message sent to partner@example.com" in result_message(h, root).text
+
+
 def test_answers_lost_on_the_way_back_from_the_server_are_not_failures(
     serve_bot, server: Server, monkeypatch
 ):
