@@ -123,7 +123,8 @@ def _call_factory(
 ) -> Any:
     """The first positional parameter gets a ``RunnableConfig`` when it asks for one (named
     ``config`` or so annotated), else the checkpointer; none is passed to a factory that needs
-    none. Offers go by keyword to the parameters named after them (all of them to ``**kw``)."""
+    none. A keyword-only ``checkpointer`` gets it by keyword. Offers go by keyword to the
+    parameters named after them (all of them to ``**kw``)."""
     params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(factory).parameters
@@ -133,7 +134,10 @@ def _call_factory(
     kwargs = {k: v for k, v in offers.items() if takes_all or k in params}
     args: tuple[Any, ...] = ()
     first = _first_slot(params, offers)
-    if first is not None:
+    keyword = params.get("checkpointer")
+    if keyword is not None and keyword.kind is inspect.Parameter.KEYWORD_ONLY:
+        kwargs["checkpointer"] = checkpointer  # def build(*, checkpointer, model, ...)
+    elif first is not None:
         value: Any = RunnableConfig(configurable={}) if _wants_config(first) else checkpointer
         if first.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
             kwargs[first.name] = value

@@ -40,6 +40,11 @@ REFUND_GRAPH = plain_graph.build_graph(None)  # the example as a module-level co
 CONFIGS_SEEN: list[Any] = []
 
 
+def keyword_only_factory(*, checkpointer, model=None):  # type: ignore[no-untyped-def]
+    """Everything by keyword, the checkpointer too."""
+    return ask_builder().compile(checkpointer=checkpointer)
+
+
 def zero_argument_factory():  # type: ignore[no-untyped-def]
     return ask_builder().compile()
 

@@ -87,6 +87,7 @@ def pause_then_resume_after_a_restart(open_agent, spec: str) -> None:  # type: i
     [
         "COMPILED_GRAPH",  # a module-level compiled graph, as langgraph.json names them
         "custom_interrupt_graph",  # factory(checkpointer)
+        "keyword_only_factory",  # factory(*, checkpointer, model)
         "zero_argument_factory",  # factory()
         "config_factory",  # factory(config), as LangGraph Server calls them
     ],
