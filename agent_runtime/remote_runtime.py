@@ -124,7 +124,9 @@ class RemoteRuntime:
                 durability="sync",
                 strict_resume=True,
             )["run_id"]
-        except httpx.TransportError:
+        except httpx.HTTPError as exc:
+            if not _lost(exc):
+                raise
             # The answer was lost, not necessarily the run: one the server created is joined,
             # never created again.
             found = self._created(server_id, attempt)
@@ -170,7 +172,9 @@ class RemoteRuntime:
         while True:
             try:
                 return self.client.runs.join(server_id, run_id)
-            except httpx.TransportError as exc:
+            except httpx.HTTPError as exc:
+                if not _lost(exc):
+                    raise
                 logger.warning("waiting for run %s was cut short (%s); waiting again", run_id, exc)
                 self.client.runs.get(server_id, run_id)  # raises if the server is gone
 
@@ -187,6 +191,18 @@ class RemoteRuntime:
 
     def close(self) -> None:
         self.client.http.client.close()
+
+
+GATEWAY_GAVE_UP = (502, 503, 504)
+"""What a proxy in front of the server answers when it stopped waiting (an idle timeout on a
+long wait, say): the request may have reached the server, and the run goes on there."""
+
+
+def _lost(exc: httpx.HTTPError) -> bool:
+    """An answer lost on the way, not a refusal by the server."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code in GATEWAY_GAVE_UP
+    return isinstance(exc, httpx.TransportError)
 
 
 def _is_uuid(value: str) -> bool:

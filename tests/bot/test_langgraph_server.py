@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from langgraph.types import Command
 from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import InternalServerError
 from sqlalchemy import select
 
 from agent_runtime.agents.workspace import Workspace
@@ -337,8 +338,25 @@ def test_an_approval_spent_on_the_server_before_the_bots_check_is_not_called_unr
     assert "message sent to partner@example.com" in result_message(h, root).text
 
 
+def _gateway(status: int) -> InternalServerError:
+    """What a proxy in front of the server answers when it gave up waiting for it."""
+    request = httpx.Request("POST", "http://proxy.internal/runs")
+    response = httpx.Response(status, request=request)
+    return InternalServerError(f"{status} {response.reason_phrase}", response=response, body=None)
+
+
+@pytest.mark.parametrize(
+    ("lost", "cut_short"),
+    [
+        (httpx.ReadError("connection reset"), httpx.ReadTimeout("timed out")),
+        # A load balancer's idle timeout cuts a long wait with a 504 (a 502 on the creation):
+        # the run goes on behind it all the same.
+        (_gateway(502), _gateway(504)),
+    ],
+    ids=["connection", "gateway"],
+)
 def test_answers_lost_on_the_way_back_from_the_server_are_not_failures(
-    serve_bot, server: Server, monkeypatch
+    serve_bot, server: Server, monkeypatch, lost, cut_short
 ):
     """Every run's creation goes through but its answer is lost, and the first wait for each
     run is cut short: each run is found and waited for again, none is created twice."""
@@ -349,12 +367,12 @@ def test_answers_lost_on_the_way_back_from_the_server_are_not_failures(
 
     def lost_create(*args, **kwargs):  # type: ignore[no-untyped-def]
         create(*args, **kwargs)
-        raise httpx.ReadError("connection reset")
+        raise lost
 
     def cut_join(thread_id: str, run_id: str):  # type: ignore[no-untyped-def]
         if run_id not in cut:
             cut.add(run_id)
-            raise httpx.ReadTimeout("timed out")
+            raise cut_short
         return join(thread_id, run_id)
 
     monkeypatch.setattr(runs, "create", lost_create)
