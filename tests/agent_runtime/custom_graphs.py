@@ -37,6 +37,12 @@ def custom_interrupt_graph(checkpointer):  # type: ignore[no-untyped-def]
 # The shapes AGENT accepts besides ``factory(checkpointer)``.
 COMPILED_GRAPH = ask_builder().compile()  # langgraph.json style: no checkpointer of its own
 REFUND_GRAPH = plain_graph.build_graph(None)  # the example as a module-level compiled graph
+_outer = StateGraph(State)
+_outer.add_node("review", ask_builder().compile())  # a compiled subgraph, no checkpointer
+_outer.add_edge(START, "review")
+_outer.add_edge("review", END)
+NESTED_GRAPH = _outer.compile()
+"""Pauses inside a subgraph: the copy given the bot's checkpointer must keep it there too."""
 CONFIGS_SEEN: list[Any] = []
 
 

@@ -96,6 +96,16 @@ def test_each_entry_point_shape_pauses_and_resumes_on_the_bots_checkpointer(open
     pause_then_resume_after_a_restart(open_agent, f"{GRAPHS}:{name}")
 
 
+def test_a_pause_inside_a_subgraph_is_resumed_after_a_restart(open_agent):
+    first = open_agent(f"{GRAPHS}:NESTED_GRAPH")
+    (paused,) = first.invoke({}, "thread-1")["__interrupt__"]
+    again = open_agent(f"{GRAPHS}:NESTED_GRAPH")
+    assert [i.id for i in again.state("thread-1").interrupts] == [paused.id]
+    assert again.invoke(Command(resume={paused.id: "because"}), "thread-1") == {"answer": "because"}
+    assert again.state("thread-1").next == ()
+    assert custom_graphs.NESTED_GRAPH.checkpointer is None
+
+
 def test_a_config_factory_gets_a_config_not_the_checkpointer(open_agent):
     custom_graphs.CONFIGS_SEEN.clear()
     open_agent(f"{GRAPHS}:config_factory")
