@@ -26,6 +26,7 @@ from store.db import Database
 from store.models import Action, ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
 from store.statuses import ActionOutcome, DecisionType, RequestStatus
+from store.switch import SwitchRepository
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,10 @@ class DecisionRecorder:
             if action is None:
                 return Refusal.UNKNOWN_APPROVAL
             attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
-            return self._refusal(action.request, action, attempt, members=members, final=False)
+            refusal = self._refusal(action.request, action, attempt, members=members, final=False)
+            if refusal is None and _paused(s, decision):
+                return Refusal.EXECUTION_PAUSED
+            return refusal
 
     def recorded_by(self, request_id: str, attempt_key: str) -> dict[str, str]:
         """Action id -> version, of the decisions one attempt recorded (e.g. before a crash)."""
@@ -157,6 +161,8 @@ class DecisionRecorder:
                 if request is not None and action is not None
                 else Refusal.UNKNOWN_APPROVAL
             )
+            if refusal is None and _paused(s, attempt.decision, hold=True):
+                refusal = Refusal.EXECUTION_PAUSED
             if refusal is not None:
                 _audit_refusal(
                     s, request, action, action_id=action_id, attempt=attempt, refusal=refusal
@@ -337,3 +343,9 @@ def _apply(
             **(attempt.via or {}),
         },
     )
+
+
+def _paused(s: Session, decision: str, *, hold: bool = False) -> bool:
+    """While the kill switch is on, nothing can be approved (a reject is still recorded)."""
+    signs = decision in (DecisionType.APPROVE, DecisionType.EDIT)
+    return signs and SwitchRepository(s).state(hold=hold).paused
