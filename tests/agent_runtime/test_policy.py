@@ -23,11 +23,21 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_bundled_policy_loads_with_its_rules():
     policy = load_policy(None)
-    assert policy.version == "2026-11-30.1"
+    assert policy.version == "2026-12-02.1"
     publish = policy.rule_for("publish_report")
     assert (publish.risk, publish.approvals_required, publish.self_approval) == ("high", 2, False)
     assert policy.rule_for("read_public_report").gated is False
     assert policy.defaults.expires_after == dt.timedelta(hours=4)
+
+
+def test_deep_agents_builtins_reads_run_without_a_card_writes_and_commands_are_reviewed():
+    """Approval fatigue: nobody is asked to approve an ``ls``; a write or a command is asked."""
+    policy = load_policy(None)
+    for read_only in ("ls", "read_file", "glob", "grep", "write_todos"):
+        assert policy.rule_for(read_only).gated is False, read_only
+    for changes in ("write_file", "edit_file", "execute"):
+        assert policy.rule_for(changes).gated is True, changes
+    assert policy.rule_for("execute").risk == "high"
 
 
 def test_unknown_tool_is_gated_approve_reject_by_every_role():
