@@ -175,7 +175,7 @@ class DecisionRecorder:
                 if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
                 else None
             )
-            _apply(s, request, action, attempt, normalized_edit=normalized)
+            _apply(s, request, action, attempt, normalized_edit=normalized, policy=self.policy)
             claimed = all(a.outcome for a in request.actions) and self.claims.claim(s, request.id)
             if claimed:
                 request.status = RequestStatus.RESUMING
@@ -303,6 +303,7 @@ def _apply(
     attempt: Attempt,
     *,
     normalized_edit: dict[str, Any] | None,
+    policy: Policy,
 ) -> None:
     """An edit binds the action to a new hash: approvals of the old version stop counting."""
     if attempt.decision == DecisionType.EDIT:
@@ -336,7 +337,13 @@ def _apply(
         detail={
             "decision": attempt.decision,
             "message": attempt.message,
-            "edited_args": action.edited_args if attempt.decision == DecisionType.EDIT else None,
+            "tool": action.tool_name,
+            "tool_call_id": action.tool_call_id,
+            "edited_args": (
+                policy.rule_for(action.tool_name).redacted(action.edited_args)
+                if attempt.decision == DecisionType.EDIT
+                else None
+            ),
             "seen_hash": attempt.seen_hash,
             "action_hash": action.bound_hash,
             "outcome": action.outcome,

@@ -6,10 +6,11 @@ Pure data and pure functions; the file is validated with pydantic and refused at
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -25,6 +26,9 @@ message linking to it, or nothing (they watch the channel themselves)."""
 ChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,20}$")]
 REQUESTER_ROLE = "requester"
 ADMINS_ROLE = "admins"
+REDACTED = "[redacted]"
+MIN_REDACTED = 3
+"""Shorter values are not searched for in free text (they would match everywhere)."""
 """The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
 name it: it is never one of the "any role" approvers of a tool without its own."""
 EVERYONE = "everyone"
@@ -123,6 +127,25 @@ class ToolRule(_Strict):
     constraints: dict[str, ArgConstraint] | None = None
     """Per argument: allowed values, a pattern, allowed domains, a length limit, or locked (an
     edit may not change it). Checked on the call as proposed and again on every edit."""
+    redact: tuple[str, ...] = ()
+    """Arguments kept out of the audit log (a secret a reviewer may see but an export must
+    not hold); the action hash still covers their real values."""
+
+    def redacted(self, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``args`` as the audit log keeps them."""
+        if args is None:
+            return None
+        return {k: REDACTED if k in self.redact else v for k, v in args.items()}
+
+    def redacted_text(self, text: str, args: Mapping[str, Any] | None) -> str:
+        """Free text that may quote the call (an interrupt's description) with the redacted
+        arguments' values taken out."""
+        for key in self.redact:
+            value = (args or {}).get(key)
+            shown = value if isinstance(value, str) else json.dumps(value)
+            if value is not None and len(shown) >= MIN_REDACTED:
+                text = text.replace(shown, REDACTED)
+        return text
 
     @model_validator(mode="after")
     def _requester_only_answers(self) -> ToolRule:

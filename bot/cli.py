@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import os
 import signal
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     export = audit_commands.add_parser("export", help="write the audit log")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    export.add_argument("--run", help="only this run's events")
+    export.add_argument("--actor", help="only events by this Slack user (or cli:<user>)")
+    export.add_argument("--tool", help="only events about this tool")
+    export.add_argument("--since", type=_when, help="from this UTC time (e.g. 2026-12-01T09:00)")
+    export.add_argument("--until", type=_when, help="before this UTC time")
     verify = audit_commands.add_parser("verify", help="check the audit log's chain and its head")
     verify.add_argument(
         "--expect",
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "audit" and args.audit_command == "seal":
             return _audit_seal(events=args.events, last_hash=args.last_hash)
         if args.command == "audit":
-            return _audit_export(args.format)
+            return _audit_export(args)
         return _serve(args.host, args.port, force_http=args.http)
     except (ConfigError, ApprovalError, AuditChainError, DatabaseUnavailableError) as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
@@ -169,12 +175,25 @@ def _db_prune(older_than: str) -> int:
     return 0
 
 
-def _audit_export(fmt: str) -> int:
-    from store.audit_export import export
+def _when(text: str) -> dt.datetime:
+    """An ISO date or time, UTC unless it says otherwise."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        message = f"{text!r} is not a date or time like 2026-12-01T09:00"
+        raise argparse.ArgumentTypeError(message) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
+
+def _audit_export(args: argparse.Namespace) -> int:
+    from store.audit_export import ExportFilter, export
+
+    only = ExportFilter(
+        run_id=args.run, actor_id=args.actor, tool=args.tool, since=args.since, until=args.until
+    )
     db = _database(load_settings())
     with db.transaction() as session:
-        export(session, sys.stdout, fmt=fmt)
+        export(session, sys.stdout, fmt=args.format, only=only)
     db.dispose()
     return 0
 
