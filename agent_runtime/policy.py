@@ -184,12 +184,23 @@ class ToolRule(_Strict):
         return all(name not in args or cond.holds(args[name]) for name, cond in self.when.items())
 
 
+class ReviewRule(_Strict):
+    """Who reviews one kind of review a tool raises itself (e.g. ``sensitive_file_change``),
+    instead of the tool's own approvers; unset fields keep the tool's."""
+
+    approvers: tuple[str, ...] = Field(min_length=1)
+    risk: Risk | None = None
+    approvals_required: int | None = Field(default=None, ge=1, le=10)
+
+
 class Policy(_Strict):
     version: str = Field(min_length=1, max_length=64)
     defaults: Defaults = Defaults()
     roles: dict[str, Role] = {}
     requesters: tuple[str, ...] = (EVERYONE,)
     tools: dict[str, ToolRule] = {}
+    reviews: dict[str, ReviewRule] = {}
+    """By review kind (what a tool's own review interrupt says it is)."""
     digest: Digest | None = None
     """``None``: every approval gets its own card."""
 
@@ -235,6 +246,10 @@ class Policy(_Strict):
                     raise ValueError(f"tools.{name}.approvers names unknown role {role!r}")
             if rule.gated and not rule.approvers and not self.approver_roles:
                 raise ValueError(f"tools.{name} is gated but no role could approve it")
+        for kind, review in self.reviews.items():
+            for role in review.approvers:
+                if role not in known:
+                    raise ValueError(f"reviews.{kind}.approvers names unknown role {role!r}")
         for role in self.requesters:
             if role not in known | {EVERYONE}:
                 raise ValueError(f"requesters names unknown role {role!r}")
@@ -248,6 +263,16 @@ class Policy(_Strict):
         if not rule.approvers:
             return rule.model_copy(update={"approvers": self.approver_roles})
         return rule
+
+    def rule_for_review(self, tool_name: str, kind: str | None) -> ToolRule:
+        """The tool's rule, with the approvers (and risk, sign-offs) of its review kind when
+        the policy routes that kind to reviewers of its own. Checked like any tool rule."""
+        rule = self.rule_for(tool_name)
+        review = self.reviews.get(kind) if kind else None
+        if review is None:
+            return rule
+        routed = {k: v for k, v in review.model_dump().items() if v is not None}
+        return ToolRule.model_validate({**rule.model_dump(by_alias=True), **routed})
 
     @property
     def approver_roles(self) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.errors import PolicyError
-from agent_runtime.policy import load_policy
+from agent_runtime.policy import BUNDLED_POLICY, load_policy
 
 GROUPS = {"S0RELMGR": frozenset({"U0GROUPIE"})}
 
@@ -227,3 +227,10 @@ def test_a_digest_that_could_outlive_its_approvals_is_refused_at_load(tmp_path, 
     with pytest.raises(PolicyError) as caught:
         load_policy(write(tmp_path, text))
     assert fragment in str(caught.value)
+
+
+def test_a_review_kind_routed_to_an_unknown_role_is_refused(tmp_path):
+    text = BUNDLED_POLICY.read_text() + "reviews:\n  sensitive_file_change: {approvers: [nobody]}\n"
+    unknown = r"reviews\.sensitive_file_change\.approvers names unknown role"
+    with pytest.raises(PolicyError, match=unknown):
+        load_policy(write(tmp_path, text))
