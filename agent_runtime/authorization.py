@@ -28,6 +28,7 @@ class Refusal(enum.StrEnum):
     MEMBERSHIP_UNCONFIRMED = "membership_unconfirmed"
     POLICY_CHANGED = "policy_changed"
     RUN_CANCELLED = "run_cancelled"
+    EXECUTION_PAUSED = "execution_paused"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from store.db import Database
 from store.models import Action, ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
 from store.statuses import ActionOutcome, DecisionType, RequestStatus
+from store.switch import SwitchRepository
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,10 @@ class DecisionRecorder:
             if action is None:
                 return Refusal.UNKNOWN_APPROVAL
             attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
-            return self._refusal(action.request, action, attempt, members=members, final=False)
+            refusal = self._refusal(action.request, action, attempt, members=members, final=False)
+            if refusal is None and _paused(s, decision):
+                return Refusal.EXECUTION_PAUSED
+            return refusal
 
     def recorded_by(self, request_id: str, attempt_key: str) -> dict[str, str]:
         """Action id -> version, of the decisions one attempt recorded (e.g. before a crash)."""
@@ -157,6 +161,8 @@ class DecisionRecorder:
                 if request is not None and action is not None
                 else Refusal.UNKNOWN_APPROVAL
             )
+            if refusal is None and _paused(s, attempt.decision, hold=True):
+                refusal = Refusal.EXECUTION_PAUSED
             if refusal is not None:
                 _audit_refusal(
                     s, request, action, action_id=action_id, attempt=attempt, refusal=refusal
@@ -169,7 +175,7 @@ class DecisionRecorder:
                 if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
                 else None
             )
-            _apply(s, request, action, attempt, normalized_edit=normalized)
+            _apply(s, request, action, attempt, normalized_edit=normalized, policy=self.policy)
             claimed = all(a.outcome for a in request.actions) and self.claims.claim(s, request.id)
             if claimed:
                 request.status = RequestStatus.RESUMING
@@ -297,6 +303,7 @@ def _apply(
     attempt: Attempt,
     *,
     normalized_edit: dict[str, Any] | None,
+    policy: Policy,
 ) -> None:
     """An edit binds the action to a new hash: approvals of the old version stop counting."""
     if attempt.decision == DecisionType.EDIT:
@@ -330,10 +337,22 @@ def _apply(
         detail={
             "decision": attempt.decision,
             "message": attempt.message,
-            "edited_args": action.edited_args if attempt.decision == DecisionType.EDIT else None,
+            "tool": action.tool_name,
+            "tool_call_id": action.tool_call_id,
+            "edited_args": (
+                policy.rule_for(action.tool_name).redacted(action.edited_args)
+                if attempt.decision == DecisionType.EDIT
+                else None
+            ),
             "seen_hash": attempt.seen_hash,
             "action_hash": action.bound_hash,
             "outcome": action.outcome,
             **(attempt.via or {}),
         },
     )
+
+
+def _paused(s: Session, decision: str, *, hold: bool = False) -> bool:
+    """While the kill switch is on, nothing can be approved (a reject is still recorded)."""
+    signs = decision in (DecisionType.APPROVE, DecisionType.EDIT)
+    return signs and SwitchRepository(s).state(hold=hold).paused

@@ -19,6 +19,7 @@ from langchain_core.tools import ToolException
 from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
+from agent_runtime.kill_switch import paused_reason
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
 from agent_runtime.schemas import InvalidArguments, ToolSchema
@@ -29,6 +30,7 @@ from store.executions import ExecutionRepository
 from store.models import Action
 from store.repositories import AuditRepository, RunRepository
 from store.statuses import RequestStatus, RunStatus
+from store.switch import SwitchRepository
 
 logger = logging.getLogger(__name__)
 BLOCKED_EVENT = "ungated_call_blocked"
@@ -170,6 +172,8 @@ class EffectGate:
             # Shared lock on the run's row: a cancel commits before this check or waits for
             # this grant; a cancelled run's approvals are never spent, not even by a replay.
             cancelled = RunRepository(s).status(run_id, hold=True) == RunStatus.CANCELLED
+            # The same for the kill switch: a pause commits before this check or after it.
+            switch = SwitchRepository(s).state(hold=True)
             repo = ExecutionRepository(s)
             for action, done in (
                 ()
@@ -178,9 +182,12 @@ class EffectGate:
             ):
                 if action.bound_hash != _hash(action, tool_name, args):
                     continue
-                if done.result is not None or action.request.status == RequestStatus.RESUMING:
+                if done.result is not None:
                     return Grant(action.id, done.idempotency_key, done.result)  # a replay
-            candidates = [] if cancelled else repo.spendable(run_id=run_id, tool_name=tool_name)
+                if action.request.status == RequestStatus.RESUMING and not switch.paused:
+                    return Grant(action.id, done.idempotency_key, None)  # a replay cut short
+            blocked = cancelled or switch.paused
+            candidates = [] if blocked else repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             for action in current:
@@ -188,7 +195,10 @@ class EffectGate:
                     action, key=_key(action), tool_call_id=tool_call_id
                 ):
                     return Grant(action.id, _key(action), None)
-        reason = "its run was cancelled" if cancelled else _why(candidates, matching, current)
+        if switch.paused and not cancelled:
+            reason = paused_reason(switch)
+        else:
+            reason = "its run was cancelled" if cancelled else _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
 
     def _refuse(

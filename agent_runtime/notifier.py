@@ -7,6 +7,7 @@ from typing import Protocol
 
 from agent_runtime.reach import Reach
 from agent_runtime.views import ApprovalView, DigestView, Reviewers, RunView
+from store.switch import SwitchState
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class Notifier(Protocol):
 
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
         """A gated tool refused to run without a matching approval: tell the run's thread."""
+
+    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
+        """An admin paused or resumed all gated execution: announce it in ``channel``."""
 
     def digest_posted(self, digest: DigestView) -> MessageRef | None:
         """Post a digest of several approvals in its channel; return where it lives."""
@@ -82,6 +86,9 @@ class NullNotifier:
         return None
 
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
+        return None
+
+    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
         return None
 
     def digest_posted(self, digest: DigestView) -> MessageRef | None:

@@ -6,10 +6,11 @@ Pure data and pure functions; the file is validated with pydantic and refused at
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -25,6 +26,9 @@ message linking to it, or nothing (they watch the channel themselves)."""
 ChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,20}$")]
 REQUESTER_ROLE = "requester"
 ADMINS_ROLE = "admins"
+REDACTED = "[redacted]"
+MIN_REDACTED = 3
+"""Shorter values are not searched for in free text (they would match everywhere)."""
 """The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
 name it: it is never one of the "any role" approvers of a tool without its own."""
 EVERYONE = "everyone"
@@ -123,6 +127,25 @@ class ToolRule(_Strict):
     constraints: dict[str, ArgConstraint] | None = None
     """Per argument: allowed values, a pattern, allowed domains, a length limit, or locked (an
     edit may not change it). Checked on the call as proposed and again on every edit."""
+    redact: tuple[str, ...] = ()
+    """Arguments kept out of the audit log (a secret a reviewer may see but an export must
+    not hold); the action hash still covers their real values."""
+
+    def redacted(self, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``args`` as the audit log keeps them."""
+        if args is None:
+            return None
+        return {k: REDACTED if k in self.redact else v for k, v in args.items()}
+
+    def redacted_text(self, text: str, args: Mapping[str, Any] | None) -> str:
+        """Free text that may quote the call (an interrupt's description) with the redacted
+        arguments' values taken out."""
+        for key in self.redact:
+            value = (args or {}).get(key)
+            shown = value if isinstance(value, str) else json.dumps(value)
+            if value is not None and len(shown) >= MIN_REDACTED:
+                text = text.replace(shown, REDACTED)
+        return text
 
     @model_validator(mode="after")
     def _requester_only_answers(self) -> ToolRule:
@@ -161,12 +184,23 @@ class ToolRule(_Strict):
         return all(name not in args or cond.holds(args[name]) for name, cond in self.when.items())
 
 
+class ReviewRule(_Strict):
+    """Who reviews one kind of review a tool raises itself (e.g. ``sensitive_file_change``),
+    instead of the tool's own approvers; unset fields keep the tool's."""
+
+    approvers: tuple[str, ...] = Field(min_length=1)
+    risk: Risk | None = None
+    approvals_required: int | None = Field(default=None, ge=1, le=10)
+
+
 class Policy(_Strict):
     version: str = Field(min_length=1, max_length=64)
     defaults: Defaults = Defaults()
     roles: dict[str, Role] = {}
     requesters: tuple[str, ...] = (EVERYONE,)
     tools: dict[str, ToolRule] = {}
+    reviews: dict[str, ReviewRule] = {}
+    """By review kind (what a tool's own review interrupt says it is)."""
     digest: Digest | None = None
     """``None``: every approval gets its own card."""
 
@@ -212,6 +246,10 @@ class Policy(_Strict):
                     raise ValueError(f"tools.{name}.approvers names unknown role {role!r}")
             if rule.gated and not rule.approvers and not self.approver_roles:
                 raise ValueError(f"tools.{name} is gated but no role could approve it")
+        for kind, review in self.reviews.items():
+            for role in review.approvers:
+                if role not in known:
+                    raise ValueError(f"reviews.{kind}.approvers names unknown role {role!r}")
         for role in self.requesters:
             if role not in known | {EVERYONE}:
                 raise ValueError(f"requesters names unknown role {role!r}")
@@ -225,6 +263,16 @@ class Policy(_Strict):
         if not rule.approvers:
             return rule.model_copy(update={"approvers": self.approver_roles})
         return rule
+
+    def rule_for_review(self, tool_name: str, kind: str | None) -> ToolRule:
+        """The tool's rule, with the approvers (and risk, sign-offs) of its review kind when
+        the policy routes that kind to reviewers of its own. Checked like any tool rule."""
+        rule = self.rule_for(tool_name)
+        review = self.reviews.get(kind) if kind else None
+        if review is None:
+            return rule
+        routed = {k: v for k, v in review.model_dump().items() if v is not None}
+        return ToolRule.model_validate({**rule.model_dump(by_alias=True), **routed})
 
     @property
     def approver_roles(self) -> tuple[str, ...]:

@@ -118,7 +118,8 @@ def _review_channel(policy: Policy, actions: list[Action]) -> str | None:
 def _action(
     run: Run, spec: ActionSpec, *, policy: Policy, catalog: ToolCatalog, taken: set[str]
 ) -> Action:
-    rule = policy.rule_for(spec.name)
+    kind = (spec.extra or {}).get("review_kind")
+    rule = policy.rule_for_review(spec.name, str(kind) if kind else None)
     args, state = catalog.normalize_or_raw(spec.name, spec.args)
     extra: dict[str, Any] = dict(spec.extra or {})
     offered = allowed_decisions(spec.allowed_decisions, rule.decisions)

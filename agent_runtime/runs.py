@@ -174,7 +174,10 @@ class RunLifecycle:
                 run_id=run_id,
                 request_id=request.id,
                 team_id=run.team_id,
-                detail={"interrupt_id": pending.interrupt_id, "actions": _audited(actions)},
+                detail={
+                    "interrupt_id": pending.interrupt_id,
+                    "actions": _audited(actions, self.policy),
+                },
             )
             # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
             decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
@@ -205,13 +208,21 @@ class RunLifecycle:
         self.announcer.run_finished(view)
 
 
-def _audited(actions: list[Action]) -> list[dict[str, object]]:
-    return [
-        {
-            "tool": a.tool_name,
-            "hash": a.action_hash,
-            "exempt": a.exempt,
-            "policy_violation": (a.extra or {}).get(POLICY_VETO),
-        }
-        for a in actions
-    ]
+def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
+    """What reviewers are shown, as the audit keeps it: the call (secrets redacted per the
+    policy), its tool-call id, the interrupt's own description, and its hash."""
+    audited: list[dict[str, object]] = []
+    for a in actions:
+        rule = policy.rule_for(a.tool_name)
+        audited.append(
+            {
+                "tool": a.tool_name,
+                "args": rule.redacted(a.args),
+                "tool_call_id": a.tool_call_id,
+                "description": rule.redacted_text(a.description, a.args)[:1000],
+                "hash": a.action_hash,
+                "exempt": a.exempt,
+                "policy_violation": (a.extra or {}).get(POLICY_VETO),
+            }
+        )
+    return audited

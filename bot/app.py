@@ -24,6 +24,7 @@ from agent_runtime.encryption import verify_key
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.gate import EffectGate
 from agent_runtime.graph_runtime import open_runtime
+from agent_runtime.kill_switch import KillSwitch
 from agent_runtime.policy import Policy, load_policy
 from agent_runtime.remote_runtime import open_remote_runtime
 from agent_runtime.runtime import AgentRuntime
@@ -225,6 +226,13 @@ def build_bot(
     services = BotServices(
         engine=engine,
         writer=InboxWriter(db),
+        switch=KillSwitch(
+            db=db,
+            policy=policy,
+            notifier=notifier,
+            usergroup_members=directory.members,
+            clock=clock,
+        ),
         metrics=metrics,
         executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
         client=client,

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from agent_runtime.errors import ApprovalError
 from bot import logs
 from bot.settings import ConfigError, Settings, load_settings
 from store.audit_chain import AuditChainError
 from store.db import Database, DatabaseUnavailableError, check_database
-
-if TYPE_CHECKING:
-    from bot.app import Bot
-    from bot.http_server import HttpServer
 
 logger = logging.getLogger("approval-bot")
 EXIT_BROKEN, EXIT_CONFIG, EXIT_UNKEYED, EXIT_UNSEALED = 1, 2, 3, 4
@@ -38,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         "worker", help="work on stored clicks and submissions only (no HTTP, no Socket Mode)"
     )
     commands.add_parser("demo", help="an offline walkthrough in a local Slack sandbox")
+    pause = commands.add_parser("pause", help="stop all gated execution (the kill switch)")
+    pause.add_argument("--reason", help="shown in the escalation channel and refusals")
+    commands.add_parser("resume", help="let gated execution run again")
     db = commands.add_parser("db", help="database commands")
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser(
@@ -51,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     export = audit_commands.add_parser("export", help="write the audit log")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    export.add_argument("--run", help="only this run's events")
+    export.add_argument("--actor", help="only events by this Slack user (or cli:<user>)")
+    export.add_argument("--tool", help="only events about this tool")
+    export.add_argument("--since", type=_when, help="from this UTC time (e.g. 2026-12-01T09:00)")
+    export.add_argument("--until", type=_when, help="before this UTC time")
     verify = audit_commands.add_parser("verify", help="check the audit log's chain and its head")
     verify.add_argument(
         "--expect",
@@ -82,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bot.demo import run_demo
 
             return run_demo()
+        if args.command in ("pause", "resume"):
+            return _switch(pause=args.command == "pause", reason=getattr(args, "reason", None))
         if args.command == "db" and args.db_command == "prune":
             return _db_prune(args.older_than)
         if args.command == "db":
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "audit" and args.audit_command == "seal":
             return _audit_seal(events=args.events, last_hash=args.last_hash)
         if args.command == "audit":
-            return _audit_export(args.format)
+            return _audit_export(args)
         return _serve(args.host, args.port, force_http=args.http)
     except (ConfigError, ApprovalError, AuditChainError, DatabaseUnavailableError) as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
@@ -105,6 +111,17 @@ def _log_format() -> str:
         return load_settings().log_format
     except ConfigError:
         return "text"
+
+
+def _switch(*, pause: bool, reason: str | None) -> int:
+    from bot.switch_cli import run_switch
+
+    settings = load_settings()
+    db = _database(settings)
+    try:
+        return run_switch(settings, db, pause=pause, reason=reason)
+    finally:
+        db.dispose()
 
 
 def _database(settings: Settings, *, migrated: bool = True) -> Database:
@@ -158,12 +175,25 @@ def _db_prune(older_than: str) -> int:
     return 0
 
 
-def _audit_export(fmt: str) -> int:
-    from store.audit_export import export
+def _when(text: str) -> dt.datetime:
+    """An ISO date or time, UTC unless it says otherwise."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        message = f"{text!r} is not a date or time like 2026-12-01T09:00"
+        raise argparse.ArgumentTypeError(message) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
+
+def _audit_export(args: argparse.Namespace) -> int:
+    from store.audit_export import ExportFilter, export
+
+    only = ExportFilter(
+        run_id=args.run, actor_id=args.actor, tool=args.tool, since=args.since, until=args.until
+    )
     db = _database(load_settings())
     with db.transaction() as session:
-        export(session, sys.stdout, fmt=fmt)
+        export(session, sys.stdout, fmt=args.format, only=only)
     db.dispose()
     return 0
 
@@ -245,7 +275,9 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
     bot = build_bot(settings, http=not socket_mode)
     # Before anything says it is serving: a SIGTERM right after that must find the handler.
     stop = _stop_on_signals()
-    admin = _admin_server(bot)
+    from bot.http_server import start_admin_server
+
+    admin = start_admin_server(bot)
     bot.start_background()
     if socket_mode:
         from bot.socket_mode import CheckedSocketModeHandler
@@ -279,34 +311,15 @@ def _worker() -> int:
 
     bot = build_bot(settings, http=False)
     stop = _stop_on_signals()
-    admin = _admin_server(bot)
+    from bot.http_server import start_admin_server
+
+    admin = start_admin_server(bot)
     bot.inbox.start()
     logger.info("working on the decision inbox with %d workers", settings.worker_threads)
     _wait_for(stop)
     bot.close()
     admin.stop()
     return 0
-
-
-def _admin_server(bot: Bot) -> HttpServer:
-    """Metrics and health on the admin port, whatever the mode; up until the bot has closed,
-    so a probe sees the drain (``/readyz`` 503) rather than a refused connection."""
-    from bot.http_server import make_admin_server
-
-    settings = bot.settings
-    try:
-        server = make_admin_server(bot, host=settings.admin_host, port=settings.admin_port)
-    except OSError as exc:
-        bot.close(drain_seconds=0)
-        raise ConfigError(
-            f"ADMIN_PORT: cannot listen on {settings.admin_host}:{settings.admin_port} "
-            f"({exc.strerror or exc})"
-        ) from None
-    server.start()
-    logger.info(
-        "admin endpoints on %s:%s (/metrics, /healthz, /readyz)", settings.admin_host, server.port
-    )
-    return server
 
 
 SIGNAL_POLL_SECONDS = 0.5

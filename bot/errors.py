@@ -9,6 +9,7 @@ from slack_sdk.errors import SlackApiError
 from agent_runtime.authorization import Refusal
 from agent_runtime.cancel import CancelOutcome, CancelResult
 from agent_runtime.errors import ApprovalError, NotPermitted
+from agent_runtime.kill_switch import SwitchOutcome
 from bot.text import mention, verbatim
 from store.audit_chain import AuditChainError
 
@@ -41,9 +42,28 @@ REFUSALS: dict[Refusal, str] = {
         "This run was cancelled, so its approvals are closed and nothing was recorded. "
         "Nothing of it will run."
     ),
+    Refusal.EXECUTION_PAUSED: (
+        "An admin has paused all gated actions, so nothing can be approved right now and your "
+        "decision was not recorded. Approve again once they resume (a reject is still recorded)."
+    ),
     Refusal.POLICY_CHANGED: (
         "The approval policy changed since this card was posted, so it can no longer be decided "
         "and nothing ran. The requester can ask again under the current policy."
+    ),
+}
+SWITCH_ANSWERS: dict[SwitchOutcome, str] = {
+    SwitchOutcome.PAUSED: (
+        "Gated execution is paused: no gated tool runs and no card can be approved until "
+        "`/approvals resume`. The escalation channel was told."
+    ),
+    SwitchOutcome.RESUMED: "Gated execution resumed: cards can be approved and approved "
+    "actions run again.",
+    SwitchOutcome.ALREADY_PAUSED: "Gated execution was already paused; nothing changed.",
+    SwitchOutcome.ALREADY_RUNNING: "Gated execution is not paused; nothing changed.",
+    SwitchOutcome.NOT_ALLOWED: "Only admins can pause or resume gated execution. Nothing changed.",
+    SwitchOutcome.MEMBERSHIP_UNCONFIRMED: (
+        "Slack could not confirm your user group membership right now, so nothing changed. "
+        "Please try again in a minute."
     ),
 }
 CANCEL_ANSWERS: dict[CancelOutcome, str] = {

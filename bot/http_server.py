@@ -17,6 +17,7 @@ from waitress.server import TcpWSGIServer, create_server
 from bot.admin import AdminApp
 from bot.app import Bot
 from bot.listeners.payloads import MalformedPayload, parse_payload
+from bot.settings import ConfigError
 
 logger = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
@@ -144,3 +145,23 @@ def make_server(
 def make_admin_server(bot: Bot, *, host: str = "0.0.0.0", port: int = 9100) -> HttpServer:
     """The admin endpoints alone (a few threads: scrapes and probes, not Slack's traffic)."""
     return HttpServer(AdminApp(bot), host=host, port=port, threads=4)
+
+
+def start_admin_server(bot: Bot) -> HttpServer:
+    """Metrics and health on the admin port, whatever the mode; up until the bot has closed,
+    so a probe sees the drain (``/readyz`` 503) rather than a refused connection. A port in
+    use is one line at start-up (the bot built so far is closed first)."""
+    settings = bot.settings
+    try:
+        server = make_admin_server(bot, host=settings.admin_host, port=settings.admin_port)
+    except OSError as exc:
+        bot.close(drain_seconds=0)
+        raise ConfigError(
+            f"ADMIN_PORT: cannot listen on {settings.admin_host}:{settings.admin_port} "
+            f"({exc.strerror or exc})"
+        ) from None
+    server.start()
+    logger.info(
+        "admin endpoints on %s:%s (/metrics, /healthz, /readyz)", settings.admin_host, server.port
+    )
+    return server

@@ -13,6 +13,7 @@ from slack_sdk import WebClient
 
 from agent_runtime.authorization import Actor
 from agent_runtime.engine import ApprovalEngine
+from agent_runtime.kill_switch import KillSwitch
 from bot.directory import UsergroupDirectory
 from bot.doorbell import Doorbell
 from bot.errors import BUSY_CLICK, user_message
@@ -64,6 +65,8 @@ class BotServices:
     client: WebClient
     writer: InboxWriter
     """Stores clicks before their ack, several in one transaction under a burst."""
+    switch: KillSwitch
+    """The admins' pause of all gated execution (``/approvals pause``)."""
     metrics: Metrics = field(default_factory=Metrics)
     directory: UsergroupDirectory | None = None
     notices: BoundedExecutor = field(default_factory=_notices)

@@ -18,6 +18,8 @@ from bot.blocks.approval_card import approval_card
 from bot.blocks.digest import digest_message
 from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
+from bot.blocks.switch import switch_message
+from store.switch import SwitchState
 
 logger = logging.getLogger(__name__)
 HISTORY_PAGES = 5
@@ -267,6 +269,9 @@ class SlackNotifier:
             **call_blocked_message(tool_name=tool_name, reason=reason),
             **NO_UNFURL,
         )
+
+    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
+        self.client.chat_postMessage(channel=channel, **switch_message(state), **NO_UNFURL)
 
     def _thread(self, approval: ApprovalView, text: str) -> None:
         self.client.chat_postMessage(

@@ -349,3 +349,16 @@ class HomeViewer(Base):
     team_id: Mapped[str | None] = mapped_column(String(32))
     enterprise_id: Mapped[str | None] = mapped_column(String(32))
     opened_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class ExecutionSwitch(Base):
+    """The operators' kill switch: one row. While it is off, no gated tool runs and no card
+    can be approved, whatever the approvals say."""
+
+    __tablename__ = "execution_switch"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    paused: Mapped[bool] = mapped_column(default=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    changed_by: Mapped[str | None] = mapped_column(String(64))
+    changed_at: Mapped[dt.datetime | None] = mapped_column()

@@ -19,9 +19,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from agent_runtime.agents.tools import SELF_REVIEWING, make_tools
+from agent_runtime.agents.unreviewed import UnreviewedCallAudit
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.gate import EffectGate
 from agent_runtime.policy import Policy
+from agent_runtime.workflow_audit import workflow_audit
 
 SYSTEM_PROMPT = (
     "You carry out change requests in the project workspace. Use the tools; risky ones are "
@@ -83,8 +85,9 @@ def _build(
     tools = make_tools(workspace, gate)
     probe = create_deep_agent(model, tools, subagents=[_coordinator(tools, [])])
     gates = interrupt_on_from_policy(policy, _tools_of(probe))
+    traced = [UnreviewedCallAudit(policy=policy, audit=workflow_audit(gate.db))] if gate else []
     if per_call:
-        hitl = [HumanInTheLoopMiddleware(interrupt_on=gates, interrupt_mode="per_call")]
+        hitl = [HumanInTheLoopMiddleware(interrupt_on=gates, interrupt_mode="per_call"), *traced]
         return create_deep_agent(
             model,
             tools,
@@ -99,7 +102,8 @@ def _build(
         tools,
         system_prompt=SYSTEM_PROMPT,
         interrupt_on=gates,
-        subagents=[_coordinator(tools, [])],
+        middleware=traced,
+        subagents=[_coordinator(tools, traced)],
         checkpointer=checkpointer,
         name="change-request-assistant",
     )

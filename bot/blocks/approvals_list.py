@@ -133,5 +133,6 @@ def approvals_list(
 
 USAGE = (
     f"Usage: `{APPROVALS_COMMAND}` lists what waits on you and your own requests "
-    f"(`{APPROVALS_COMMAND} list` too)."
+    f"(`{APPROVALS_COMMAND} list` too). Admins: `{APPROVALS_COMMAND} pause [reason]` stops "
+    f"all gated actions, `{APPROVALS_COMMAND} resume` lets them run again."
 )

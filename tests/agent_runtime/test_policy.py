@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.errors import PolicyError
-from agent_runtime.policy import load_policy
+from agent_runtime.policy import BUNDLED_POLICY, load_policy
 
 GROUPS = {"S0RELMGR": frozenset({"U0GROUPIE"})}
 
@@ -23,11 +23,21 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_bundled_policy_loads_with_its_rules():
     policy = load_policy(None)
-    assert policy.version == "2026-11-30.1"
+    assert policy.version == "2026-12-02.1"
     publish = policy.rule_for("publish_report")
     assert (publish.risk, publish.approvals_required, publish.self_approval) == ("high", 2, False)
     assert policy.rule_for("read_public_report").gated is False
     assert policy.defaults.expires_after == dt.timedelta(hours=4)
+
+
+def test_deep_agents_builtins_reads_run_without_a_card_writes_and_commands_are_reviewed():
+    """Approval fatigue: nobody is asked to approve an ``ls``; a write or a command is asked."""
+    policy = load_policy(None)
+    for read_only in ("ls", "read_file", "glob", "grep", "write_todos"):
+        assert policy.rule_for(read_only).gated is False, read_only
+    for changes in ("write_file", "edit_file", "execute"):
+        assert policy.rule_for(changes).gated is True, changes
+    assert policy.rule_for("execute").risk == "high"
 
 
 def test_unknown_tool_is_gated_approve_reject_by_every_role():
@@ -217,3 +227,10 @@ def test_a_digest_that_could_outlive_its_approvals_is_refused_at_load(tmp_path, 
     with pytest.raises(PolicyError) as caught:
         load_policy(write(tmp_path, text))
     assert fragment in str(caught.value)
+
+
+def test_a_review_kind_routed_to_an_unknown_role_is_refused(tmp_path):
+    text = BUNDLED_POLICY.read_text() + "reviews:\n  sensitive_file_change: {approvers: [nobody]}\n"
+    unknown = r"reviews\.sensitive_file_change\.approvers names unknown role"
+    with pytest.raises(PolicyError, match=unknown):
+        load_policy(write(tmp_path, text))

@@ -325,3 +325,32 @@ def test_an_admin_port_in_use_is_one_line_and_no_bot_is_left_running(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"approval-bot: ADMIN_PORT: cannot listen on 127.0.0.1:{port}")
     assert "Traceback" not in done.stderr
+
+
+def test_pause_and_resume_from_the_command_line_are_audited_under_the_operator(
+    database, capsys, monkeypatch
+):
+    from sqlalchemy import select
+
+    from store.db import Database
+    from store.models import AuditEvent
+    from store.switch import SwitchRepository
+
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    monkeypatch.setattr("getpass.getuser", lambda: "oncall")
+    main(["db", "upgrade"])
+    capsys.readouterr()
+    assert main(["pause", "--reason", "incident 42"]) == 0
+    assert "approval-bot resume" in capsys.readouterr().out
+    assert main(["pause"]) == 1  # already paused: nothing changed, said so
+    assert "already paused" in capsys.readouterr().out
+    db = Database(database)
+    with db.transaction() as s:
+        state = SwitchRepository(s).state()
+        assert (state.paused, state.changed_by, state.reason) == (True, "cli:oncall", "incident 42")
+    assert main(["resume"]) == 0
+    with db.transaction() as s:
+        assert not SwitchRepository(s).state().paused
+        kinds = s.scalars(select(AuditEvent.kind).where(AuditEvent.actor_id == "cli:oncall"))
+        assert list(kinds) == ["execution_paused", "execution_resumed"]
+    db.dispose()

@@ -9,7 +9,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 
 from bot.approvals import show_approvals
 from bot.blocks.approvals_list import USAGE
-from bot.errors import BUSY
+from bot.errors import BUSY, SWITCH_ANSWERS
 from bot.ids import APPROVALS_COMMAND
 from bot.listeners.payloads import Command, payload_of
 from bot.services import BotServices, Drop, services_of
@@ -21,7 +21,23 @@ def _list(services: BotServices, command: Command, respond: Respond) -> None:
     show_approvals(services, command.actor, respond)
 
 
-SUBCOMMANDS: dict[str, Subcommand] = {"": _list, "list": _list}
+def _pause(services: BotServices, command: Command, respond: Respond) -> None:
+    reason = command.text.strip().partition(" ")[2]
+    result = services.switch.pause(command.actor, reason=reason)
+    respond(text=SWITCH_ANSWERS[result.outcome], response_type="ephemeral")
+
+
+def _resume(services: BotServices, command: Command, respond: Respond) -> None:
+    result = services.switch.resume(command.actor)
+    respond(text=SWITCH_ANSWERS[result.outcome], response_type="ephemeral")
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "": _list,
+    "list": _list,
+    "pause": _pause,
+    "resume": _resume,
+}
 
 
 def register(app: App) -> None:

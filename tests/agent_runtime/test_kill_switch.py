@@ -1,0 +1,130 @@
+"""The kill switch on a real store: who may flip it, what it audits and announces, and that
+while it is on neither an approval nor a gated tool gets through."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.gate import GateRefused
+from agent_runtime.kill_switch import KillSwitch, SwitchOutcome
+from agent_runtime.notifier import NullNotifier
+from agent_runtime.policy import Policy
+from store.models import AuditEvent, utcnow
+from store.switch import SwitchState
+from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
+from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+
+ADMIN = Actor("U0OPS1")
+ESCALATION = "C0ESCALATE"
+
+
+class Announced(NullNotifier):
+    def __init__(self) -> None:
+        self.lines: list[tuple[SwitchState, str]] = []
+
+    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
+        self.lines.append((state, channel))
+
+
+@pytest.fixture
+def env(tmp_path):  # type: ignore[no-untyped-def]
+    return make_env(tmp_path)
+
+
+def switch_of(env, *, escalation: str | None = ESCALATION) -> tuple[KillSwitch, Announced]:  # type: ignore[no-untyped-def]
+    policy: Policy = env.policy
+    if escalation is not None:
+        defaults = policy.defaults.model_copy(update={"escalation_channel": escalation})
+        policy = policy.model_copy(update={"defaults": defaults})
+    told = Announced()
+    switch = KillSwitch(
+        db=env.db,
+        policy=policy,
+        notifier=told,
+        usergroup_members=lambda _group: frozenset(),
+        clock=utcnow,
+    )
+    return switch, told
+
+
+def events(env, *kinds: str) -> list[AuditEvent]:  # type: ignore[no-untyped-def]
+    with env.db.transaction() as s:
+        return list(s.scalars(select(AuditEvent).where(AuditEvent.kind.in_(kinds))))
+
+
+def test_only_admins_pause_and_each_flip_is_audited_and_announced(env):
+    switch, told = switch_of(env)
+    refused = switch.pause(REVIEWER, reason="why not")
+    assert refused.outcome is SwitchOutcome.NOT_ALLOWED and not refused.state.paused
+    assert told.lines == []
+
+    paused = switch.pause(ADMIN, reason="incident 42")
+    assert paused.outcome is SwitchOutcome.PAUSED
+    assert (paused.state.paused, paused.state.reason, paused.state.changed_by) == (
+        True,
+        "incident 42",
+        ADMIN.user_id,
+    )
+    assert switch.pause(ADMIN, reason="again").outcome is SwitchOutcome.ALREADY_PAUSED
+    assert switch.resume(ADMIN).outcome is SwitchOutcome.RESUMED
+    assert switch.resume(ADMIN).outcome is SwitchOutcome.ALREADY_RUNNING
+
+    assert [(s.paused, channel) for s, channel in told.lines] == [
+        (True, ESCALATION),
+        (False, ESCALATION),
+    ]
+    audited = events(env, "execution_paused", "execution_resumed", "execution_switch_refused")
+    assert [(e.kind, e.actor_id, e.reason) for e in audited] == [
+        ("execution_switch_refused", REVIEWER.user_id, "not_allowed"),
+        ("execution_paused", ADMIN.user_id, "incident 42"),
+        ("execution_resumed", ADMIN.user_id, None),
+    ]
+
+
+def test_an_operator_at_the_command_line_needs_no_slack_role(env):
+    switch, _told = switch_of(env, escalation=None)
+    assert switch.pause("cli:ops", reason=None).outcome is SwitchOutcome.PAUSED
+    assert switch.state().changed_by == "cli:ops"
+
+
+def test_while_paused_nothing_is_approved_but_a_reject_is_recorded(env):
+    switch, _told = switch_of(env)
+    _run, action_id = paused_run(env)
+    switch.pause(ADMIN, reason="incident")
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is (
+        Refusal.EXECUTION_PAUSED
+    )
+    assert env.workspace.effects() == []
+    rejected = decide(
+        env, action_id=action_id, actor=REVIEWER, decision="reject", message="not now"
+    )
+    assert rejected.refusal is None
+
+
+def test_an_approval_given_before_the_pause_does_not_run_during_it(env):
+    """Defense in depth: the gate checks the switch where the effect happens, whatever the
+    approval record says; the thread is told why."""
+    switch, _told = switch_of(env)
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    switch.pause(ADMIN, reason="incident 42")
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match="gated execution is paused by U0OPS1: incident 42"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+        )
+    assert ran == []
+    assert [reason for _run, _tool, reason in env.notes.blocked] == [
+        "gated execution is paused by U0OPS1: incident 42"
+    ]
+
+    switch.resume(ADMIN)
+    result = env.gate.run(
+        config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=lambda: "sent"
+    )
+    assert result == "sent"

@@ -1,0 +1,55 @@
+"""The audit keeps what reviewers saw and decided (secrets redacted as the policy says), and an
+auditor exports one run's story. Over signed HTTP, then the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from sqlalchemy import select
+
+from agent_runtime.policy import BUNDLED_POLICY, REDACTED
+from bot.cli import main
+from bot.sandbox import people
+from store.models import AuditEvent, Run
+from tests.bot.flows import SEND, button, result_message, start_run
+
+
+def redacting_policy(tmp_path: Path) -> Path:
+    policy = yaml.safe_load(BUNDLED_POLICY.read_text())
+    policy["tools"]["send_external_message"]["redact"] = ["text"]
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    return path
+
+
+def test_the_audit_keeps_the_call_as_reviewed_with_secrets_redacted(
+    serve_bot, sqlite_url, tmp_path, monkeypatch, capsys
+):
+    h = serve_bot(sqlite_url, policy_file=redacting_policy(tmp_path))
+    root, card = start_run(h, SEND)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert "message sent to partner@example.com" in result_message(h, root).text
+    assert h.workspace.effects()[0]["text"] == "Release is out"  # the real value ran
+    with h.bot.db.transaction() as s:
+        run_id = s.scalars(select(Run.id)).one()
+        recorded = s.scalars(
+            select(AuditEvent).where(AuditEvent.kind == "interrupt_recorded")
+        ).one()
+        decided = s.scalars(select(AuditEvent).where(AuditEvent.kind == "decision_recorded")).one()
+    (action,) = recorded.detail["actions"]
+    assert action["args"] == {"recipient": "partner@example.com", "text": REDACTED}
+    assert action["tool_call_id"] and action["tool_call_id"] == decided.detail["tool_call_id"]
+    assert decided.detail["tool"] == "send_external_message"
+    assert "Release is out" not in json.dumps([recorded.detail, decided.detail])
+
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
+    capsys.readouterr()
+    assert main(["audit", "export", "--run", run_id, "--tool", "send_external_message"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["run_id"] for r in rows} == {run_id}
+    assert {"interrupt_recorded", "decision_recorded"} <= {r["kind"] for r in rows}
+    assert main(["audit", "export", "--actor", people.RELEASE_MANAGER]) == 0
+    by_reviewer = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["kind"] for r in by_reviewer] == ["decision_recorded"]

@@ -1,0 +1,45 @@
+"""No approval fatigue: Deep Agents' read-only built-ins run without a card, each call audited;
+a write in the same request still waits for a reviewer. Over signed HTTP."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+
+from agent_runtime.agents.unreviewed import UNREVIEWED_EVENT
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
+from store.models import AuditEvent, Run
+from tests.bot.flows import result_message, start_run
+
+LS = 'ls {"path": "/"}'
+WRITE = 'write_file {"file_path": "/notes.md", "content": "hello"}'
+
+
+def test_a_read_only_call_runs_without_a_card_and_is_audited(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    before = {m.ts for m in h.state.top_level(people.CHANNEL)}
+    reply = h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=LS)
+    assert reply.status == 200
+    root = h.state.wait_for(
+        lambda: next((m for m in h.state.top_level(people.CHANNEL) if m.ts not in before), None)
+    )
+    result_message(h, root)
+    assert not any(buttons(m) for m in h.state.thread(people.CHANNEL, root.ts))  # no card
+    with h.bot.db.transaction() as s:
+        run_id = s.scalars(select(Run.id)).one()
+        (event,) = s.scalars(select(AuditEvent).where(AuditEvent.kind == UNREVIEWED_EVENT))
+        assert (event.run_id, event.detail["tool"], event.detail["args"]) == (
+            run_id,
+            "ls",
+            {"path": "/"},
+        )
+        assert event.detail["status"] == "success"
+
+
+def test_a_write_beside_a_read_still_waits_for_a_reviewer(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, f"{LS}\n{WRITE}")
+    shown = json.dumps(card.blocks)
+    assert "write_file" in shown and '"ls"' not in shown and "`ls`" not in shown
