@@ -23,6 +23,7 @@ Notify = Literal["mention", "dm", "none"]
 """How eligible reviewers hear that a card needs them: a mention where the card is, a direct
 message linking to it, or nothing (they watch the channel themselves)."""
 ChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,20}$")]
+TeamId = Annotated[str, Field(pattern=r"^T[A-Z0-9]{2,20}$")]
 REQUESTER_ROLE = "requester"
 ADMINS_ROLE = "admins"
 """The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
@@ -161,6 +162,13 @@ class ToolRule(_Strict):
         return all(name not in args or cond.holds(args[name]) for name, cond in self.when.items())
 
 
+class TeamSection(_Strict):
+    """One workspace's own people (bot installed in several workspaces): its roles replace the
+    top-level roles of the same names there; the tools' rules are shared."""
+
+    roles: dict[str, Role] = {}
+
+
 class Policy(_Strict):
     version: str = Field(min_length=1, max_length=64)
     defaults: Defaults = Defaults()
@@ -169,6 +177,27 @@ class Policy(_Strict):
     tools: dict[str, ToolRule] = {}
     digest: Digest | None = None
     """``None``: every approval gets its own card."""
+    teams: dict[TeamId, TeamSection] = {}
+    """Per workspace (Slack team id), roles of its own; ``for_team`` applies them."""
+
+    @model_validator(mode="after")
+    def _team_roles_exist(self) -> Policy:
+        for team, section in self.teams.items():
+            for role in section.roles:
+                if role not in self.roles:
+                    raise ValueError(
+                        f"teams.{team}.roles names role {role!r}, which the top level does not "
+                        "declare (declare it there, even with nobody in it)"
+                    )
+        return self
+
+    def for_team(self, team_id: str | None) -> Policy:
+        """The policy as one workspace sees it: its section's roles in place of the top-level
+        roles of the same names (the others as they are)."""
+        section = self.teams.get(team_id) if team_id else None
+        if section is None or not section.roles:
+            return self
+        return self.model_copy(update={"roles": {**self.roles, **section.roles}})
 
     @model_validator(mode="after")
     def _digest_before_expiry(self) -> Policy:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from urllib.error import URLError
 
 from slack_bolt import App
+from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
@@ -27,16 +28,19 @@ from agent_runtime.graph_runtime import GraphRuntime, close_checkpointer, open_r
 from agent_runtime.policy import load_policy
 from agent_runtime.sweeper import Maintenance
 from bot.directory import UsergroupDirectory
+from bot.errors import NOT_INSTALLED
 from bot.executor import BoundedExecutor, ListenerPool
 from bot.home import HomeRefreshingNotifier, HomeTab
 from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
+from bot.installations import InstallationStore, oauth_settings
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
 from bot.metrics import BotGauges, Metrics
 from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.timed_client import TimedWebClient
+from bot.workspaces import InstalledWorkspaces, SingleWorkspace, Workspaces
 from store.db import Database
 from store.migrate import prepare
 from store.models import utcnow
@@ -117,11 +121,16 @@ class Bot:
         self.db.dispose()
 
 
-def slack_client(settings: Settings, *, metrics: Metrics | None = None) -> WebClient:
-    assert settings.slack_bot_token is not None
+def slack_client(
+    settings: Settings, *, metrics: Metrics | None = None, token: str | None = None
+) -> WebClient:
+    """Timed, with retries; ``token`` defaults to ``SLACK_BOT_TOKEN`` (if set) unless
+    installing by OAuth, where each workspace has its own."""
+    if token is None and settings.slack_bot_token is not None and not settings.multi_workspace:
+        token = settings.slack_bot_token.get_secret_value()
     return TimedWebClient(
         observe=(metrics or Metrics()).slack_call,
-        token=settings.slack_bot_token.get_secret_value(),
+        token=token,
         base_url=settings.slack_api_url,
         # Passing retry_handlers replaces slack_sdk's default (connection errors): keep it.
         retry_handlers=[
@@ -150,24 +159,75 @@ def verify_slack(client: WebClient, settings: Settings) -> str | None:
         sdk_logger.disabled = False
 
 
+@dataclass
+class SlackSide:
+    """How the bot reaches Slack: the workspaces' clients, the client Bolt starts from, and
+    (installing by OAuth) Bolt's OAuth settings."""
+
+    workspaces: Workspaces
+    client: WebClient
+    oauth: OAuthSettings | None = None
+
+    @property
+    def single(self) -> WebClient | None:
+        """The one workspace's client, with one bot token; None with several workspaces."""
+        return self.client if self.oauth is None else None
+
+
+def single_workspace(settings: Settings, metrics: Metrics) -> SlackSide:
+    client = slack_client(settings, metrics=metrics)
+    return SlackSide(SingleWorkspace(client, url=verify_slack(client, settings)), client)
+
+
+def installed_workspaces(
+    settings: Settings, metrics: Metrics, *, db: Database, key: bytes | None
+) -> SlackSide:
+    """Tokens per team from our database (sealed with ``key`` when set)."""
+    assert settings.slack_client_id is not None
+    store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
+    workspaces = InstalledWorkspaces(
+        store, make_client=lambda token: slack_client(settings, metrics=metrics, token=token)
+    )
+    oauth = oauth_settings(settings, store=store, engine=db.engine)
+    return SlackSide(workspaces, slack_client(settings, metrics=metrics), oauth)
+
+
+def bolt_app(settings: Settings, slack: SlackSide, *, http: bool, listeners: ListenerPool) -> App:
+    """With one bot token, Bolt checks it once at start; installing by OAuth, Bolt serves the
+    install pages and authorizes each request with its team's stored token."""
+    secret = settings.slack_signing_secret
+    common = {
+        "client": slack.client,
+        "signing_secret": secret.get_secret_value() if secret else "",
+        "request_verification_enabled": http,
+        "process_before_response": False,
+        "listener_executor": listeners,
+    }
+    if slack.oauth is not None:
+        return App(
+            oauth_settings=slack.oauth,
+            user_facing_authorize_error_message=NOT_INSTALLED,
+            **common,  # type: ignore[arg-type]
+        )
+    return App(token_verification_enabled=True, **common)  # type: ignore[arg-type]
+
+
 def build_bot(
     settings: Settings, *, http: bool = True, clock: Callable[[], dt.datetime] = utcnow
 ) -> Bot:
     """``http=False`` (Socket Mode) needs no signing secret: Slack's socket is authenticated."""
     settings.require_slack(http=http)
-    secret = (
-        settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
-    )
     policy = load_policy(settings.policy_file)
     metrics = Metrics()
-    client = slack_client(settings, metrics=metrics)
-    workspace_url = verify_slack(client, settings)
-    audit_key = settings.audit_hmac_key()
-    db = Database(settings.database_url, pool_size=settings.db_pool_size, audit_key=audit_key)
+    single = None if settings.multi_workspace else single_workspace(settings, metrics)
+    db = Database(
+        settings.database_url, pool_size=settings.db_pool_size, audit_key=settings.audit_hmac_key()
+    )
     prepare(db)
     key = settings.encryption_key()
     verify_key(db, key)
-    notifier = HomeRefreshingNotifier(client, workspace_url=workspace_url)
+    slack = single or installed_workspaces(settings, metrics, db=db, key=key)
+    notifier = HomeRefreshingNotifier(slack.workspaces)
     gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=notifier)
     runtime = open_runtime(
         database_url=settings.database_url,
@@ -179,7 +239,7 @@ def build_bot(
         key=key,
         pool_size=settings.db_pool_size,
     )
-    directory = UsergroupDirectory(client)
+    directory = UsergroupDirectory(slack.single)
     engine = ApprovalEngine(
         db=db,
         runtime=runtime,
@@ -192,10 +252,7 @@ def build_bot(
         card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
     )
     home = HomeTab(
-        client=client,
-        overview=engine.overview,
-        workspace_url=workspace_url,
-        usergroup_members=directory.members,
+        workspaces=slack.workspaces, overview=engine.overview, usergroup_members=directory.members
     )
     notifier.watch(home)
     services = BotServices(
@@ -203,20 +260,12 @@ def build_bot(
         writer=InboxWriter(db),
         metrics=metrics,
         executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
-        client=client,
+        workspaces=slack.workspaces,
         directory=directory,
         home=home,
-        workspace_url=workspace_url,
     )
     listeners = ListenerPool(workers=LISTENER_THREADS)
-    app = App(
-        client=client,
-        signing_secret=secret,
-        request_verification_enabled=http,
-        process_before_response=False,
-        token_verification_enabled=True,  # one auth.test now, reused by every request
-        listener_executor=listeners,
-    )
+    app = bolt_app(settings, slack, http=http, listeners=listeners)
     check = PayloadCheck(services.metrics)
     app.use(check)
     app.error(check.on_error)

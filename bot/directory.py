@@ -19,8 +19,14 @@ DEFINITE = frozenset({"plan_upgrade_required", "no_such_subteam"})
 
 class UsergroupDirectory:
     def __init__(
-        self, client: WebClient, *, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic
+        self,
+        client: WebClient | None,
+        *,
+        ttl: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``client`` None (installs by OAuth, several workspaces): a user group id names no
+        workspace, so groups grant nothing and only user ids in the policy count."""
         self.client = client
         self.ttl = ttl
         self.clock = clock
@@ -33,6 +39,11 @@ class UsergroupDirectory:
             cached = self._cache.get(group_id)
         if cached and now - cached[0] < self.ttl:
             return cached[1]
+        if self.client is None:
+            logger.warning("user group %s grants nothing with several workspaces", group_id)
+            with self._lock:
+                self._cache[group_id] = (now, frozenset())
+            return frozenset()
         try:
             users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
         except OSError as exc:
