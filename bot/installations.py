@@ -5,7 +5,6 @@ every token encrypted at rest when ``CHECKPOINT_ENCRYPTION_KEY`` is set."""
 from __future__ import annotations
 
 import base64
-import logging
 from typing import Any
 
 from slack_bolt.oauth.oauth_settings import OAuthSettings
@@ -16,9 +15,8 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.types import TypeDecorator
 
 from agent_runtime.encryption import CIPHER, AesGcmCipher
-from bot.settings import SLACK_API_URL, ConfigError, Settings
+from bot.settings import SLACK_API_URL, Settings
 
-logger = logging.getLogger(__name__)
 TOKEN_COLUMNS = ("bot_token", "bot_refresh_token", "user_token", "user_refresh_token")
 SEALED = f"{CIPHER}:"
 STATE_SECONDS = 600
@@ -35,16 +33,14 @@ BOT_SCOPES = (
 """What an install asks for: the bot scopes of ``slack-manifest.yaml``."""
 
 
-class TokenKeyError(ConfigError):
-    """A stored token is encrypted and no key (or the wrong key) is set."""
-
-
 class SealedToken(TypeDecorator[str]):
     """A token column whose values are AES-GCM sealed on the way in and opened on the way out;
     a plain value (stored before the key was set) reads as it is."""
 
     impl = String
-    cache_ok = True
+    cache_ok = False
+    """Two keys would share one cache key: statements with sealed columns are not cached (a
+    few small queries per request)."""
 
     def __init__(self, key: bytes) -> None:
         super().__init__()
@@ -57,9 +53,12 @@ class SealedToken(TypeDecorator[str]):
         return SEALED + base64.b64encode(sealed).decode("ascii")
 
     def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
-        if value is None or not str(value).startswith(SEALED):
-            return value if value is None else str(value)
-        sealed = base64.b64decode(str(value)[len(SEALED) :])
+        if value is None:
+            return None
+        stored = str(value)
+        if not stored.startswith(SEALED):
+            return stored
+        sealed = base64.b64decode(stored[len(SEALED) :])
         return self.cipher.decrypt(CIPHER, sealed).decode("utf-8")
 
 

@@ -13,6 +13,7 @@ from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallation
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import MetaData, inspect, text
 
+from agent_runtime.encryption import CheckpointKeyError
 from bot.installations import TOKEN_COLUMNS, InstallationStore, OAuthStateStore
 from bot.workspaces import InstalledWorkspaces, WorkspaceNotInstalled
 from store.db import Database
@@ -95,6 +96,9 @@ def test_an_installation_is_saved_and_found_with_its_tokens_sealed(db):
     for secret in (BOT_TOKEN, REFRESH, USER_TOKEN, "xoxb-", "xoxp-", "xoxe-"):
         assert secret not in raw
     assert all(str(row["bot_token"]).startswith("aesgcm:") for row in rows)
+    other = InstallationStore(client_id=CLIENT_ID, engine=db.engine, key=b"x" * 32)
+    with pytest.raises(CheckpointKeyError):
+        other.find_bot(enterprise_id=None, team_id="T0ACME")
 
 
 def test_without_a_key_tokens_are_stored_as_slack_sdk_stores_them(db):

@@ -182,6 +182,11 @@ def test_two_installed_workspaces_each_run_and_approve_with_their_own_token(two_
         teams = {r: t for r, t in s.execute(select(Run.requester_id, Run.team_id)).all()}
     assert teams == {people.REQUESTER: ACME, BETA_REQUESTER: BETA}
 
+    # A Home tab opened in the second workspace is published with its token.
+    assert beta.open_home(user=BETA_REVIEWER).status == 200
+    h.state.wait_for(lambda: h.state.home_of(BETA_REVIEWER))
+    assert ("views.publish", BETA) in h.state.calls_by_team
+
     # Tokens are not readable in the database without the key.
     with h.bot.db.engine.connect() as conn:
         rows = conn.execute(text("SELECT * FROM slack_bots")).mappings().all()
