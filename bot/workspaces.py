@@ -39,6 +39,9 @@ class Workspaces(Protocol):
     def bot_user(self, team_id: str | None) -> str | None:
         """The bot's own user id there: only its messages can be its cards."""
 
+    def removed(self, team_id: str | None) -> None:
+        """The workspace removed the app, or revoked its bot token."""
+
 
 class SingleWorkspace:
     """One token: the same client for every team (the default, unchanged by multi-workspace)."""
@@ -58,6 +61,9 @@ class SingleWorkspace:
         if self._bot_user is None:
             self._bot_user = self._client.auth_test().get("user_id")
         return self._bot_user
+
+    def removed(self, team_id: str | None) -> None:
+        logger.warning("workspace %s removed the app: SLACK_BOT_TOKEN no longer works", team_id)
 
 
 @dataclass
@@ -103,6 +109,17 @@ class InstalledWorkspaces:
                 logger.warning("no URL for workspace %s", team_id, exc_info=True)
             team.url_known = True
         return team.url
+
+    def removed(self, team_id: str | None) -> None:
+        """Its installations and bot tokens are deleted from the store, and its client with
+        them: a token Slack revoked is of no use, and kept it would only be a secret at rest."""
+        if not team_id:
+            return
+        self.store.delete_bot(enterprise_id=None, team_id=team_id)
+        self.store.delete_installation(enterprise_id=None, team_id=team_id)
+        with self._lock:
+            self._teams.pop(team_id, None)
+        logger.info("workspace %s removed the app; its tokens are deleted", team_id)
 
     def _team(self, team_id: str | None) -> _Team:
         if not team_id:

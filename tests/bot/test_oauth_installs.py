@@ -209,6 +209,21 @@ def test_a_workspace_that_has_not_installed_the_bot_is_refused(two_workspaces):
     assert not [m for m in h.state.messages if m.channel == BETA_CHANNEL]
 
 
+def test_a_workspace_that_removes_the_app_has_its_tokens_deleted_and_is_refused(two_workspaces):
+    h = two_workspaces
+    install(h, ACME, user=people.REQUESTER)
+    install(h, BETA, user=BETA_REQUESTER)
+    beta = driver(h, BETA)
+    assert beta.event({"type": "app_uninstalled"}).status == 200
+    assert h.bot.settle(timeout=30)
+    with h.bot.db.engine.connect() as conn:
+        teams = conn.execute(text("SELECT team_id FROM slack_bots")).scalars().all()
+    assert teams == [ACME]
+    beta.slash_command(user=BETA_REQUESTER, channel=BETA_CHANNEL, text=SEND)
+    assert h.state.wait_for(lambda: h.state.responses)[0]["text"] == NOT_INSTALLED
+    assert count(h, Run) == 0
+
+
 def test_a_redirect_without_the_install_state_installs_nothing(two_workspaces):
     h = two_workspaces
     code = h.sandbox.grant(BETA, user=BETA_REQUESTER)
