@@ -40,7 +40,7 @@ from bot.metrics import BotGauges, Metrics
 from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.timed_client import TimedWebClient
-from bot.workspaces import InstalledWorkspaces, SingleWorkspace, Workspaces
+from bot.workspaces import InstalledWorkspaces, SingleWorkspace, Workspaces, group_clients
 from store.db import Database
 from store.migrate import prepare
 from store.models import utcnow
@@ -239,7 +239,10 @@ def build_bot(
         key=key,
         pool_size=settings.db_pool_size,
     )
-    directory = UsergroupDirectory(slack.single)
+    one = slack.single
+    directory = UsergroupDirectory(
+        (lambda _group: one) if one is not None else group_clients(policy, slack.workspaces)
+    )
     engine = ApprovalEngine(
         db=db,
         runtime=runtime,

@@ -16,6 +16,8 @@ from typing import Protocol
 from slack_sdk import WebClient
 from slack_sdk.oauth.installation_store import InstallationStore
 
+from agent_runtime.policy import Policy
+
 logger = logging.getLogger(__name__)
 CLIENT_TTL = 60.0
 """Seconds a team's client is reused before its token is read from the store again."""
@@ -141,3 +143,26 @@ class InstalledWorkspaces:
         with self._lock:
             self._teams[team_id] = fresh
         return fresh
+
+
+def group_clients(policy: Policy, workspaces: Workspaces) -> Callable[[str], WebClient | None]:
+    """With several workspaces, a user group is looked up in the workspace whose ``teams``
+    section of the policy names it; any other group (or one of a workspace not installed)
+    has no client, and grants nothing."""
+    teams = {
+        group: team
+        for team, section in policy.teams.items()
+        for role in section.roles.values()
+        for group in role.usergroups
+    }
+
+    def client_for(group: str) -> WebClient | None:
+        team = teams.get(group)
+        if team is None:
+            return None
+        try:
+            return workspaces.client(team)
+        except WorkspaceNotInstalled:
+            return None
+
+    return client_for

@@ -155,3 +155,33 @@ def test_clients_per_team_follow_the_store(db):
     now[0] = 61.0
     assert teams.client("T0BETA").token == "xoxb-beta-2"
     assert made == [BOT_TOKEN, "xoxb-beta", "xoxb-beta-2"]
+
+
+def test_user_groups_are_looked_up_in_the_workspace_whose_section_names_them():
+    from slack_sdk import WebClient
+
+    from agent_runtime.policy import Policy
+    from bot.workspaces import group_clients
+
+    policy = Policy.model_validate(
+        {
+            "version": "teams-1",
+            "roles": {"release-managers": {"usergroups": ["S0TOP"]}},
+            "teams": {
+                "T0BETA": {"roles": {"release-managers": {"usergroups": ["S0BETA"]}}},
+                "T0GONE": {"roles": {"release-managers": {"usergroups": ["S0GONE"]}}},
+            },
+        }
+    )
+
+    class Teams:
+        def client(self, team_id: str | None) -> WebClient:
+            if team_id != "T0BETA":
+                raise WorkspaceNotInstalled(team_id)
+            return WebClient(token="xoxb-beta")
+
+    client_for = group_clients(policy, Teams())  # type: ignore[arg-type]
+    beta = client_for("S0BETA")
+    assert beta is not None and beta.token == "xoxb-beta"
+    assert client_for("S0TOP") is None, "a top-level group names no workspace"
+    assert client_for("S0GONE") is None, "a workspace that is not installed"

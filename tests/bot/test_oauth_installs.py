@@ -29,6 +29,7 @@ from tests.conftest import Harness
 ACME = "T0SANDBOX"
 BETA = "T0BETA"
 BETA_REQUESTER, BETA_REVIEWER, BETA_CHANNEL = "U0BALICE", "U0BRAVI", "C0BETA"
+BETA_GROUP, BETA_GROUP_MEMBER = "S0BETAREL", "U0BGINA"
 BETA_TOKEN = "xoxb-beta-sandbox-token"
 KEY = base64.b64encode(b"o" * 32).decode()
 POLICY = f"""
@@ -38,7 +39,7 @@ roles:
 teams:
   {BETA}:
     roles:
-      release-managers: {{users: [{BETA_REVIEWER}]}}
+      release-managers: {{users: [{BETA_REVIEWER}], usergroups: [{BETA_GROUP}]}}
 requesters: [everyone]
 tools:
   send_external_message:
@@ -46,7 +47,8 @@ tools:
     decisions: [approve, reject]
     approvers: [release-managers]
 """
-"""One policy for both workspaces: the second names its own release managers."""
+"""One policy for both workspaces: the second names its own release managers (a user group of
+its own among them)."""
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -85,9 +87,11 @@ def install(h: Harness, team: str, *, user: str) -> None:
 
 @pytest.fixture
 def two_workspaces(serve_bot, sqlite_url, tmp_path: Path) -> Iterator[Harness]:
-    sandbox = SlackSandbox(users=people.USERS).start()
+    sandbox = SlackSandbox(users=people.USERS, usergroups={BETA_GROUP: [BETA_GROUP_MEMBER]}).start()
     sandbox.add_workspace(
-        BETA, users={BETA_REQUESTER: "bea", BETA_REVIEWER: "bruno"}, token=BETA_TOKEN
+        BETA,
+        users={BETA_REQUESTER: "bea", BETA_REVIEWER: "bruno", BETA_GROUP_MEMBER: "gia"},
+        token=BETA_TOKEN,
     )
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
@@ -168,8 +172,10 @@ def test_two_installed_workspaces_each_run_and_approve_with_their_own_token(two_
     acme.click(user=people.RELEASE_MANAGER, message=card_a, button=button(card_a, "Approve"))
     assert "message sent to partner@example.com" in result_of(h, root_a).text
     assert len(h.workspace.effects()) == 1
-    beta.click(user=BETA_REVIEWER, message=card_b, button=button(card_b, "Approve"))
+    # (in the second workspace, through its own user group, looked up with its own token)
+    beta.click(user=BETA_GROUP_MEMBER, message=card_b, button=button(card_b, "Approve"))
     assert "message sent to partner@example.com" in result_of(h, root_b).text
+    assert ("usergroups.users.list", BETA) in h.state.calls_by_team
     assert h.bot.settle(timeout=30)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"] * 2
     assert count(h, Decision) == 2
