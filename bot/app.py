@@ -196,20 +196,16 @@ def bolt_app(settings: Settings, slack: SlackSide, *, http: bool, listeners: Lis
     """With one bot token, Bolt checks it once at start; installing by OAuth, Bolt serves the
     install pages and authorizes each request with its team's stored token."""
     secret = settings.slack_signing_secret
-    common = {
-        "client": slack.client,
-        "signing_secret": secret.get_secret_value() if secret else "",
-        "request_verification_enabled": http,
-        "process_before_response": False,
-        "listener_executor": listeners,
-    }
-    if slack.oauth is not None:
-        return App(
-            oauth_settings=slack.oauth,
-            user_facing_authorize_error_message=NOT_INSTALLED,
-            **common,  # type: ignore[arg-type]
-        )
-    return App(token_verification_enabled=True, **common)  # type: ignore[arg-type]
+    return App(
+        client=slack.client,
+        signing_secret=secret.get_secret_value() if secret else "",
+        request_verification_enabled=http,
+        process_before_response=False,
+        token_verification_enabled=True,  # one token: one auth.test now, reused by every request
+        oauth_settings=slack.oauth,
+        user_facing_authorize_error_message=NOT_INSTALLED if slack.oauth else None,
+        listener_executor=listeners,
+    )
 
 
 def build_bot(
