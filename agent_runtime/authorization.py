@@ -62,7 +62,9 @@ def is_eligible(
 ) -> Refusal | None:
     """Separation of duties first: the requester is refused unless the policy lets them decide.
     ``self_approval`` lifts only the ban on one's own run; the requester must still hold one
-    of the approver roles (the ``requester`` role itself is for ask-the-human tools)."""
+    of the approver roles (the ``requester`` role itself is for ask-the-human tools). Roles
+    are those of the action's workspace."""
+    policy = policy.for_team(facts.team_id)
     if user_id == facts.requester_id:
         if REQUESTER_ROLE in facts.approver_roles:
             return None

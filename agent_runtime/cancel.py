@@ -90,7 +90,9 @@ class RunCanceller:
         if actor.user_id == requester:
             return Standing.REQUESTER
         try:
-            admin = self.policy.is_admin(actor.user_id, usergroup_members=self.usergroup_members)
+            admin = self.policy.for_team(actor.team_id).is_admin(
+                actor.user_id, usergroup_members=self.usergroup_members
+            )
         except MembershipUnconfirmed:
             return Standing.UNCONFIRMED
         return Standing.ADMIN if admin else Standing.NONE

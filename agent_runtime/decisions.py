@@ -209,12 +209,13 @@ class DecisionRecorder:
         return DecisionResult(refusal=None, approval=shown)
 
     def _memberships(self, action_id: str, *, actor: Actor) -> _KnownMembers:
-        if not any(spec.usergroups for spec in self.policy.roles.values()):
+        policy = self.policy.for_team(actor.team_id)
+        if not any(spec.usergroups for spec in policy.roles.values()):
             return _KnownMembers([], self.usergroup_members)
         with self.db.transaction() as s:
             action = ApprovalRepository(s).get_action(action_id)
             roles = list(action.approver_roles) if action is not None else []
-        groups = self.policy.groups_to_check(actor.user_id, roles)
+        groups = policy.groups_to_check(actor.user_id, roles)
         return _KnownMembers(groups, self.usergroup_members)
 
     def _refusal(

@@ -120,7 +120,11 @@ class DigestPoster:
                 return None
             approvals = tuple(approval_view(r) for r in repo.requests(digest_id))
             return DigestView(
-                id=digest.id, channel=digest.channel, ts=digest.ts, approvals=approvals
+                id=digest.id,
+                channel=digest.channel,
+                ts=digest.ts,
+                approvals=approvals,
+                team_id=digest.team_id,
             )
 
     def _post(self, digest_id: str, *, look_first: bool) -> int:

@@ -106,7 +106,7 @@ class KillSwitch:
             return SwitchResult(
                 SwitchOutcome.ALREADY_PAUSED if paused else SwitchOutcome.ALREADY_RUNNING, state
             )
-        self._announce(state)
+        self._announce(state, team_id=team)
         return SwitchResult(SwitchOutcome.PAUSED if paused else SwitchOutcome.RESUMED, state)
 
     def _standing(self, actor: Actor | str) -> SwitchOutcome | None:
@@ -118,7 +118,7 @@ class KillSwitch:
             return SwitchOutcome.MEMBERSHIP_UNCONFIRMED
         return None if admin else SwitchOutcome.NOT_ALLOWED
 
-    def _announce(self, state: SwitchState) -> None:
+    def _announce(self, state: SwitchState, *, team_id: str | None) -> None:
         channel = self.policy.defaults.escalation_channel
         if channel is None or self.notifier is None:
             logger.warning(
@@ -127,6 +127,6 @@ class KillSwitch:
             )
             return
         try:
-            self.notifier.execution_switched(state, channel=channel)
+            self.notifier.execution_switched(state, channel=channel, team_id=team_id)
         except Exception:
             logger.exception("could not announce the kill switch in %s", channel)

@@ -74,11 +74,12 @@ class PendingList:
         return Page(items=items, next_after=None if exhausted else cursor)
 
     def _roles(self, actor: Actor) -> list[str]:
+        policy = self.policy.for_team(actor.team_id)
         return [  # "requester" counts on one's own requests only, as in is_eligible
             role
-            for role in self.policy.roles
+            for role in policy.roles
             if role != REQUESTER_ROLE
-            and self.policy.is_member(actor.user_id, role, usergroup_members=self.usergroup_members)
+            and policy.is_member(actor.user_id, role, usergroup_members=self.usergroup_members)
         ]
 
     def waits_on(self, view: ApprovalView, actor: Actor) -> bool:
@@ -92,7 +93,7 @@ class PendingList:
             return False
         facts = ActionFacts(
             request_status=view.status,
-            team_id=None,
+            team_id=view.run.team_id,
             requester_id=view.requester_id,
             expires_at=view.expires_at,
             outcome=action.outcome,

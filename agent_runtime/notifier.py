@@ -45,8 +45,9 @@ class Notifier(Protocol):
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
         """A gated tool refused to run without a matching approval: tell the run's thread."""
 
-    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
-        """An admin paused or resumed all gated execution: announce it in ``channel``."""
+    def execution_switched(self, state: SwitchState, *, channel: str, team_id: str | None) -> None:
+        """An admin paused or resumed all gated execution: announce it in ``channel`` (of the
+        workspace ``team_id``, where the admin is)."""
 
     def digest_posted(self, digest: DigestView) -> MessageRef | None:
         """Post a digest of several approvals in its channel; return where it lives."""
@@ -88,7 +89,7 @@ class NullNotifier:
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
         return None
 
-    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
+    def execution_switched(self, state: SwitchState, *, channel: str, team_id: str | None) -> None:
         return None
 
     def digest_posted(self, digest: DigestView) -> MessageRef | None:

@@ -114,10 +114,11 @@ class Overview:
         holder of an approver role (users, and user groups to expand)."""
         users: dict[str, None] = {approval.requester_id: None}
         groups: dict[str, None] = {}
+        policy = self.policy.for_team(approval.run.team_id)
         for action in approval.actions:
             users.update(dict.fromkeys(d.reviewer_id for d in action.decisions))
             for role in action.approver_roles:
-                spec = self.policy.roles.get(role) if role != REQUESTER_ROLE else None
+                spec = policy.roles.get(role) if role != REQUESTER_ROLE else None
                 if spec is not None:
                     users.update(dict.fromkeys(spec.users))
                     groups.update(dict.fromkeys(spec.usergroups))

@@ -24,13 +24,14 @@ Notify = Literal["mention", "dm", "none"]
 """How eligible reviewers hear that a card needs them: a mention where the card is, a direct
 message linking to it, or nothing (they watch the channel themselves)."""
 ChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,20}$")]
+TeamId = Annotated[str, Field(pattern=r"^T[A-Z0-9]{2,20}$")]
 REQUESTER_ROLE = "requester"
 ADMINS_ROLE = "admins"
+"""The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
+name it: it is never one of the "any role" approvers of a tool without its own."""
 REDACTED = "[redacted]"
 MIN_REDACTED = 3
 """Shorter values are not searched for in free text (they would match everywhere)."""
-"""The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
-name it: it is never one of the "any role" approvers of a tool without its own."""
 EVERYONE = "everyone"
 BUNDLED_POLICY = Path(__file__).parent / "policy.example.yaml"
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
@@ -193,6 +194,13 @@ class ReviewRule(_Strict):
     approvals_required: int | None = Field(default=None, ge=1, le=10)
 
 
+class TeamSection(_Strict):
+    """One workspace's own people (bot installed in several workspaces): its roles replace the
+    top-level roles of the same names there; the tools' rules are shared."""
+
+    roles: dict[str, Role] = {}
+
+
 class Policy(_Strict):
     version: str = Field(min_length=1, max_length=64)
     defaults: Defaults = Defaults()
@@ -203,6 +211,27 @@ class Policy(_Strict):
     """By review kind (what a tool's own review interrupt says it is)."""
     digest: Digest | None = None
     """``None``: every approval gets its own card."""
+    teams: dict[TeamId, TeamSection] = {}
+    """Per workspace (Slack team id), roles of its own; ``for_team`` applies them."""
+
+    @model_validator(mode="after")
+    def _team_roles_exist(self) -> Policy:
+        for team, section in self.teams.items():
+            for role in section.roles:
+                if role not in self.roles:
+                    raise ValueError(
+                        f"teams.{team}.roles names role {role!r}, which the top level does not "
+                        "declare (declare it there, even with nobody in it)"
+                    )
+        return self
+
+    def for_team(self, team_id: str | None) -> Policy:
+        """The policy as one workspace sees it: its section's roles in place of the top-level
+        roles of the same names (the others as they are)."""
+        section = self.teams.get(team_id) if team_id else None
+        if section is None or not section.roles:
+            return self
+        return self.model_copy(update={"roles": {**self.roles, **section.roles}})
 
     @model_validator(mode="after")
     def _digest_before_expiry(self) -> Policy:

@@ -59,7 +59,7 @@ class ReviewerReach:
                 continue
             skip = frozenset({view.requester_id, *action.approvers})
             for role in action.approver_roles:
-                self._add_role(found, action, role, skip=skip)
+                self._add_role(found, action, role, skip=skip, team_id=view.run.team_id)
         direct = [u for u in found.direct if u not in found.mention_users]  # one way each
         return Reach(
             mention=Reviewers(
@@ -69,12 +69,19 @@ class ReviewerReach:
         )
 
     def _add_role(
-        self, found: _Collected, action: ActionView, role: str, *, skip: frozenset[str]
+        self,
+        found: _Collected,
+        action: ActionView,
+        role: str,
+        *,
+        skip: frozenset[str],
+        team_id: str | None,
     ) -> None:
-        spec = self.policy.roles.get(role)
+        policy = self.policy.for_team(team_id)
+        spec = policy.roles.get(role)
         if role == REQUESTER_ROLE or spec is None:
             return
-        how = self.policy.notify_for(action.tool_name, role)
+        how = policy.notify_for(action.tool_name, role)
         if how == "none":
             return
         users = [u for u in spec.users if USER_ID.match(u) and u not in skip]

@@ -76,7 +76,7 @@ def build_request(
         if subagent:
             action.extra = {**(action.extra or {}), "subagent": subagent}
         actions.append(action)
-    request.review_channel = _review_channel(policy, actions)
+    request.review_channel = _review_channel(policy.for_team(run.team_id), actions)
     if digestible(policy, actions):
         request.digest_channel = request.review_channel or run.channel_id
         if request.remind_at is not None and policy.digest is not None:

@@ -58,7 +58,8 @@ class RunLifecycle:
 
     def start(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
         """Record a run (fast); ``execute`` does the slow part. Refusals are audited."""
-        if not self.policy.may_request(actor.user_id, usergroup_members=self.usergroup_members):
+        policy = self.policy.for_team(actor.team_id)
+        if not policy.may_request(actor.user_id, usergroup_members=self.usergroup_members):
             with self.db.transaction() as s:
                 AuditRepository(s).record(
                     "run_refused",

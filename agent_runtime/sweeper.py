@@ -109,6 +109,7 @@ class Sweeper:
         """Eligible reviewers of the undecided actions: never the requester, nor who approved."""
         users: dict[str, None] = {}
         groups: dict[str, None] = {}
+        policy = self.policy.for_team(view.run.team_id)
         for action in view.actions:
             if action.outcome is not None:
                 continue
@@ -116,7 +117,7 @@ class Sweeper:
                 if role == REQUESTER_ROLE:
                     users[view.requester_id] = None
                     continue
-                spec = self.policy.roles.get(role)
+                spec = policy.roles.get(role)
                 if spec is None:
                     continue
                 skip = {view.requester_id, *action.approvers}

@@ -72,6 +72,8 @@ class RunView:
     result_text: str | None
     cancelled_by: str | None = None
     cancelled_at: dt.datetime | None = None
+    team_id: str | None = None
+    """The Slack workspace of the run: its messages go through that workspace's token."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ def run_view(run: Run) -> RunView:
         result_text=run.result_text,
         cancelled_by=run.cancelled_by,
         cancelled_at=run.cancelled_at,
+        team_id=run.team_id,
     )
 
 
@@ -188,6 +191,7 @@ class DigestView:
     channel: str
     ts: str | None
     approvals: tuple[ApprovalView, ...]
+    team_id: str | None = None
 
     @property
     def fingerprint(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from urllib.error import URLError
 
 from slack_bolt import App
+from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
@@ -18,28 +19,29 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
 )
 
-from agent_runtime.agents.workspace import Workspace
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.encryption import verify_key
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.gate import EffectGate
-from agent_runtime.graph_runtime import open_runtime
 from agent_runtime.kill_switch import KillSwitch
-from agent_runtime.policy import Policy, load_policy
-from agent_runtime.remote_runtime import open_remote_runtime
+from agent_runtime.policy import load_policy
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import Maintenance
+from bot.agent_wiring import open_agent
 from bot.directory import UsergroupDirectory
+from bot.errors import NOT_INSTALLED
 from bot.executor import BoundedExecutor, ListenerPool
 from bot.home import HomeRefreshingNotifier, HomeTab
 from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
+from bot.installations import InstallationStore, oauth_settings
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
 from bot.metrics import BotGauges, Metrics
 from bot.services import BotServices, install
 from bot.settings import ConfigError, Settings
 from bot.timed_client import TimedWebClient
+from bot.workspaces import InstalledWorkspaces, SingleWorkspace, Workspaces, group_clients
 from store.db import Database
 from store.migrate import prepare
 from store.models import utcnow
@@ -120,11 +122,16 @@ class Bot:
         self.db.dispose()
 
 
-def slack_client(settings: Settings, *, metrics: Metrics | None = None) -> WebClient:
-    assert settings.slack_bot_token is not None
+def slack_client(
+    settings: Settings, *, metrics: Metrics | None = None, token: str | None = None
+) -> WebClient:
+    """Timed, with retries; ``token`` defaults to ``SLACK_BOT_TOKEN`` (if set) unless
+    installing by OAuth, where each workspace has its own."""
+    if token is None and settings.slack_bot_token is not None and not settings.multi_workspace:
+        token = settings.slack_bot_token.get_secret_value()
     return TimedWebClient(
         observe=(metrics or Metrics()).slack_call,
-        token=settings.slack_bot_token.get_secret_value(),
+        token=token,
         base_url=settings.slack_api_url,
         # Passing retry_handlers replaces slack_sdk's default (connection errors): keep it.
         retry_handlers=[
@@ -153,34 +160,52 @@ def verify_slack(client: WebClient, settings: Settings) -> str | None:
         sdk_logger.disabled = False
 
 
-def open_agent(
-    settings: Settings, *, policy: Policy, gate: EffectGate, key: bytes | None
-) -> AgentRuntime:
-    """The agent in this process, or on the LangGraph Server at LANGGRAPH_URL."""
-    workspace = Workspace(settings.workspace_dir).ensure()
-    if settings.langgraph_url:
-        api_key = settings.langgraph_api_key
-        return open_remote_runtime(
-            url=settings.langgraph_url,
-            assistant=settings.langgraph_assistant,
-            api_key=api_key.get_secret_value() if api_key is not None else None,
-            agent=settings.agent,
-            model=settings.agent_model,
-            model_kwargs=settings.agent_model_kwargs,
-            policy=policy,
-            workspace=workspace,
-            gate=gate,
-        )
-    return open_runtime(
-        database_url=settings.database_url,
-        agent=settings.agent,
-        model=settings.agent_model,
-        model_kwargs=settings.agent_model_kwargs,
-        policy=policy,
-        workspace=workspace,
-        gate=gate,
-        key=key,
-        pool_size=settings.db_pool_size,
+@dataclass
+class SlackSide:
+    """How the bot reaches Slack: the workspaces' clients, the client Bolt starts from, and
+    (installing by OAuth) Bolt's OAuth settings."""
+
+    workspaces: Workspaces
+    client: WebClient
+    oauth: OAuthSettings | None = None
+
+    @property
+    def single(self) -> WebClient | None:
+        """The one workspace's client, with one bot token; None with several workspaces."""
+        return self.client if self.oauth is None else None
+
+
+def single_workspace(settings: Settings, metrics: Metrics) -> SlackSide:
+    client = slack_client(settings, metrics=metrics)
+    return SlackSide(SingleWorkspace(client, url=verify_slack(client, settings)), client)
+
+
+def installed_workspaces(
+    settings: Settings, metrics: Metrics, *, db: Database, key: bytes | None
+) -> SlackSide:
+    """Tokens per team from our database (sealed with ``key`` when set)."""
+    assert settings.slack_client_id is not None
+    store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
+    workspaces = InstalledWorkspaces(
+        store, make_client=lambda token: slack_client(settings, metrics=metrics, token=token)
+    )
+    oauth = oauth_settings(settings, store=store, engine=db.engine)
+    return SlackSide(workspaces, slack_client(settings, metrics=metrics), oauth)
+
+
+def bolt_app(settings: Settings, slack: SlackSide, *, http: bool, listeners: ListenerPool) -> App:
+    """With one bot token, Bolt checks it once at start; installing by OAuth, Bolt serves the
+    install pages and authorizes each request with its team's stored token."""
+    secret = settings.slack_signing_secret
+    return App(
+        client=slack.client,
+        signing_secret=secret.get_secret_value() if secret else "",
+        request_verification_enabled=http,
+        process_before_response=False,
+        token_verification_enabled=True,  # one token: one auth.test now, reused by every request
+        oauth_settings=slack.oauth,
+        user_facing_authorize_error_message=NOT_INSTALLED if slack.oauth else None,
+        listener_executor=listeners,
     )
 
 
@@ -189,22 +214,23 @@ def build_bot(
 ) -> Bot:
     """``http=False`` (Socket Mode) needs no signing secret: Slack's socket is authenticated."""
     settings.require_slack(http=http)
-    secret = (
-        settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else ""
-    )
     policy = load_policy(settings.policy_file)
     metrics = Metrics()
-    client = slack_client(settings, metrics=metrics)
-    workspace_url = verify_slack(client, settings)
-    audit_key = settings.audit_hmac_key()
-    db = Database(settings.database_url, pool_size=settings.db_pool_size, audit_key=audit_key)
+    single = None if settings.multi_workspace else single_workspace(settings, metrics)
+    db = Database(
+        settings.database_url, pool_size=settings.db_pool_size, audit_key=settings.audit_hmac_key()
+    )
     prepare(db)
     key = settings.encryption_key()
     verify_key(db, key)
-    notifier = HomeRefreshingNotifier(client, workspace_url=workspace_url)
+    slack = single or installed_workspaces(settings, metrics, db=db, key=key)
+    notifier = HomeRefreshingNotifier(slack.workspaces)
     gate = EffectGate(db=db, policy=policy, catalog=ToolCatalog(), notifier=notifier)
     runtime = open_agent(settings, policy=policy, gate=gate, key=key)
-    directory = UsergroupDirectory(client)
+    one = slack.single
+    directory = UsergroupDirectory(
+        (lambda _group: one) if one is not None else group_clients(policy, slack.workspaces)
+    )
     engine = ApprovalEngine(
         db=db,
         runtime=runtime,
@@ -217,10 +243,7 @@ def build_bot(
         card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
     )
     home = HomeTab(
-        client=client,
-        overview=engine.overview,
-        workspace_url=workspace_url,
-        usergroup_members=directory.members,
+        workspaces=slack.workspaces, overview=engine.overview, usergroup_members=directory.members
     )
     notifier.watch(home)
     services = BotServices(
@@ -235,20 +258,12 @@ def build_bot(
         ),
         metrics=metrics,
         executor=BoundedExecutor(workers=settings.worker_threads, queue=settings.worker_queue),
-        client=client,
+        workspaces=slack.workspaces,
         directory=directory,
         home=home,
-        workspace_url=workspace_url,
     )
     listeners = ListenerPool(workers=LISTENER_THREADS)
-    app = App(
-        client=client,
-        signing_secret=secret,
-        request_verification_enabled=http,
-        process_before_response=False,
-        token_verification_enabled=True,  # one auth.test now, reused by every request
-        listener_executor=listeners,
-    )
+    app = bolt_app(settings, slack, http=http, listeners=listeners)
     check = PayloadCheck(services.metrics)
     app.use(check)
     app.error(check.on_error)

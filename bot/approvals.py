@@ -31,6 +31,6 @@ def show_approvals(
     page = overview.waiting(actor, size=PAGE_SIZE, after=after)
     requested = overview.requested_by(actor, limit=REQUESTED_SHOWN + 1) if after is None else []
     message = approvals_list(
-        page, requested=requested, workspace_url=services.workspace_url, after=after
+        page, requested=requested, workspace_url=services.workspaces.url(actor.team_id), after=after
     )
     reply(**message, response_type="ephemeral", replace_original=after is not None)

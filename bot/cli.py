@@ -294,6 +294,8 @@ def _serve(host: str, port: int, *, force_http: bool) -> int:
 
         server = make_server(bot, host=host, port=port).start()
         logger.info("serving HTTP on %s:%s (POST /slack/events)", host, server.port)
+        if settings.multi_workspace:
+            logger.info("workspaces install the bot at GET /slack/install")
         _wait_for(stop)
         bot.stopping.set()
         server.stop()

@@ -19,9 +19,16 @@ DEFINITE = frozenset({"plan_upgrade_required", "no_such_subteam"})
 
 class UsergroupDirectory:
     def __init__(
-        self, client: WebClient, *, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic
+        self,
+        client_for: Callable[[str], WebClient | None],
+        *,
+        ttl: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
+        """``client_for(group)``: the client of the group's workspace; None when no workspace
+        is known for it (several workspaces, a group outside the policy's ``teams``
+        sections): that group grants nothing and only user ids in the policy count."""
+        self.client_for = client_for
         self.ttl = ttl
         self.clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
@@ -33,8 +40,14 @@ class UsergroupDirectory:
             cached = self._cache.get(group_id)
         if cached and now - cached[0] < self.ttl:
             return cached[1]
+        client = self.client_for(group_id)
+        if client is None:
+            logger.warning("user group %s grants nothing: no workspace known for it", group_id)
+            with self._lock:
+                self._cache[group_id] = (now, frozenset())
+            return frozenset()
         try:
-            users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
+            users = frozenset(client.usergroups_users_list(usergroup=group_id)["users"])
         except OSError as exc:
             raise self._unconfirmed(group_id, type(exc).__name__) from None
         except SlackApiError as exc:

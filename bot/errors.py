@@ -100,6 +100,10 @@ GAVE_UP = (
     "Your click could not be completed after several tries. Check the card: if it does not "
     "show your decision, click again. The operators have the details."
 )
+NOT_INSTALLED = (
+    "The approval bot is not installed in this workspace (or was removed from it), so nothing "
+    "was done. Ask a workspace admin to install it."
+)
 UNEXPECTED = (
     "Something went wrong on our side; nothing was decided. The operators have the details."
 )

@@ -7,8 +7,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from slack_sdk import WebClient
-
 from agent_runtime.authorization import Actor
 from agent_runtime.notifier import MessageRef
 from agent_runtime.overview import Overview
@@ -16,6 +14,7 @@ from agent_runtime.views import ApprovalView, DigestView, Reviewers, RunView
 from bot.blocks.home import home_view
 from bot.executor import BoundedExecutor
 from bot.slack_notifier import SlackNotifier
+from bot.workspaces import Workspaces
 
 logger = logging.getLogger(__name__)
 HOME_LIMIT = 50
@@ -32,15 +31,13 @@ class HomeTab:
     def __init__(
         self,
         *,
-        client: WebClient,
+        workspaces: Workspaces,
         overview: Overview,
-        workspace_url: str | None = None,
         usergroup_members: Callable[[str], frozenset[str]] = _no_groups,
         executor: BoundedExecutor | None = None,
     ) -> None:
-        self.client = client
+        self.workspaces = workspaces
         self.overview = overview
-        self.workspace_url = workspace_url
         self.usergroup_members = usergroup_members
         self.executor = executor or BoundedExecutor(workers=1, queue=200, name="approval-home")
         self._queued: set[str] = set()
@@ -52,9 +49,11 @@ class HomeTab:
         self.publish(actor)
 
     def publish(self, actor: Actor) -> None:
+        """Through the viewer's own workspace."""
         home = self.overview.home(actor, limit=HOME_LIMIT)
-        self.client.views_publish(
-            user_id=actor.user_id, view=home_view(home, workspace_url=self.workspace_url)
+        url = self.workspaces.url(actor.team_id)
+        self.workspaces.client(actor.team_id).views_publish(
+            user_id=actor.user_id, view=home_view(home, workspace_url=url)
         )
 
     # Refreshes: called by the notifier, on whatever thread told it -------------------------

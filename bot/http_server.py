@@ -1,4 +1,5 @@
-"""HTTP mode: POST /slack/events to Bolt, and the admin endpoints (``bot.admin``) beside it;
+"""HTTP mode: POST /slack/events (and, installing by OAuth, GET /slack/install and
+/slack/oauth_redirect) to Bolt, and the admin endpoints (``bot.admin``) beside it;
 the same waitress server serves the admin port on its own in every mode."""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class Frontend:
         secret = bot.settings.slack_signing_secret
         self.verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
         self.admin = AdminApp(bot)
+        flow = bot.app.oauth_flow
+        self.oauth_paths = (flow.install_path, flow.redirect_uri_path) if flow else ()
+        """Installing by OAuth: the install link and Slack's redirect back, both GET."""
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -41,6 +45,8 @@ class Frontend:
             self.bot.services.metrics.inc("http_requests")
             with self.bot.services.metrics.ack_timer("http"):
                 return self._slack(environ, start_response)
+        if method == "GET" and path in self.oauth_paths:
+            return self.slack(environ, start_response)  # Bolt's install flow
         answer = self.admin.route(environ, start_response)
         if answer is not None:
             return answer

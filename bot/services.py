@@ -20,6 +20,7 @@ from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
 from bot.inbox_writer import InboxWriter
 from bot.metrics import Metrics
+from bot.workspaces import Workspaces
 from store.models import InboxKind
 
 if TYPE_CHECKING:
@@ -62,7 +63,8 @@ def _notices() -> BoundedExecutor:
 class BotServices:
     engine: ApprovalEngine
     executor: BoundedExecutor
-    client: WebClient
+    workspaces: Workspaces
+    """The Slack client of each workspace (one client for all, with one bot token)."""
     writer: InboxWriter
     """Stores clicks before their ack, several in one transaction under a burst."""
     switch: KillSwitch
@@ -72,23 +74,24 @@ class BotServices:
     notices: BoundedExecutor = field(default_factory=_notices)
     """Drop audits and notices: off the threads that ack Slack, and never in the way of
     decisions (a full worker pool is when they are needed)."""
-    notice_client: WebClient | None = None
     doorbell: Doorbell = field(default_factory=Doorbell)
     """Rung when this process stores an inbox item, so one of its workers looks at once."""
     home: HomeTab | None = None
     """Publishes and refreshes users' Home tabs."""
-    workspace_url: str | None = None
-    """From ``auth.test``: links to cards and runs are built from it."""
 
-    def __post_init__(self) -> None:
-        if self.notice_client is None:
-            # No retry handlers: a notice that fails or is slow is logged, not repeated.
-            self.notice_client = WebClient(
-                token=self.client.token,
-                base_url=self.client.base_url,
-                timeout=NOTICE_TIMEOUT,
-                retry_handlers=[],
-            )
+    def slack(self, team_id: str | None) -> WebClient:
+        """The client of that workspace (raises ``WorkspaceNotInstalled`` if there is none)."""
+        return self.workspaces.client(team_id)
+
+    def notice_client(self, team_id: str | None) -> WebClient:
+        """No retry handlers: a notice that fails or is slow is logged, not repeated."""
+        client = self.slack(team_id)
+        return WebClient(
+            token=client.token,
+            base_url=client.base_url,
+            timeout=NOTICE_TIMEOUT,
+            retry_handlers=[],
+        )
 
     def store(self, kind: InboxKind, payload: dict[str, Any]) -> bool:
         """Store a decision click or submission in the inbox, in one short transaction, before
@@ -163,8 +166,7 @@ class BotServices:
             if channel is None:
                 logger.warning("no channel to tell %s: %s", drop.actor.user_id, text)
                 return
-            assert self.notice_client is not None
-            self.notice_client.chat_postEphemeral(
+            self.notice_client(drop.actor.team_id).chat_postEphemeral(
                 channel=channel, user=drop.actor.user_id, text=text
             )
         except Exception:

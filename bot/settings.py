@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
+    slack_client_id: str | None = None
+    slack_client_secret: SecretStr | None = None
+    """With ``SLACK_CLIENT_ID``, installs by OAuth: one bot token per workspace, stored (and with
+    ``CHECKPOINT_ENCRYPTION_KEY``, encrypted) in the database; ``SLACK_BOT_TOKEN`` is unused."""
     slack_api_url: str = SLACK_API_URL
     database_url: str = "sqlite:///approval-bot.db"
     policy_file: Path | None = None
@@ -143,9 +147,26 @@ class Settings(BaseSettings):
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
 
+    @property
+    def multi_workspace(self) -> bool:
+        """OAuth installs, one token per workspace: set by ``SLACK_CLIENT_ID``."""
+        return self.slack_client_id is not None
+
     def require_slack(self, *, http: bool = True) -> None:
-        """``serve`` needs the bot token, and over HTTP the signing secret; name what is missing."""
-        needed = ("slack_bot_token", "slack_signing_secret") if http else ("slack_bot_token",)
+        """``serve`` needs the bot token (or, installing by OAuth, the app's client id and
+        secret, over HTTP), and over HTTP the signing secret; name what is missing."""
+        if self.multi_workspace:
+            if self.socket_mode:
+                raise ConfigError(
+                    "SLACK_CLIENT_ID: installs by OAuth need HTTP mode (its install and "
+                    "redirect pages); unset SLACK_APP_TOKEN"
+                )
+            needed: tuple[str, ...] = ("slack_client_secret",)
+            needed += ("slack_signing_secret",) if http else ()
+        elif http:
+            needed = ("slack_bot_token", "slack_signing_secret")
+        else:
+            needed = ("slack_bot_token",)
         for name in needed:
             if getattr(self, name) is None:
                 raise ConfigError(f"{name.upper()} is required to serve; set it in the environment")

@@ -19,6 +19,7 @@ from bot.blocks.digest import digest_message
 from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 from bot.blocks.switch import switch_message
+from bot.workspaces import Workspaces
 from store.switch import SwitchState
 
 logger = logging.getLogger(__name__)
@@ -40,21 +41,27 @@ DIGEST_EVENT = "approval_digest"
 
 
 class SlackNotifier:
-    def __init__(self, client: WebClient, *, workspace_url: str | None = None) -> None:
-        self.client = client
-        self.workspace_url = workspace_url
-        self._card_poster = _single_attempt(client)
-        self._bot_user: str | None = None
+    """Every message goes through the client of the run's workspace (its ``team_id``)."""
+
+    def __init__(self, workspaces: Workspaces) -> None:
+        self.workspaces = workspaces
+
+    def _client(self, team_id: str | None) -> WebClient:
+        return self.workspaces.client(team_id)
+
+    def _card(self, approval: ApprovalView) -> dict[str, Any]:
+        return approval_card(approval, workspace_url=self.workspaces.url(approval.run.team_id))
 
     def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
         """Tagged with the request id, so ``find_card`` can tell it apart later. A card for a
         review channel goes there, top level, and the run's thread gets a line linking to it."""
         review = approval.review_channel if approval.away_from_run else None
-        response = self._card_poster.chat_postMessage(
+        poster = _single_attempt(self._client(approval.run.team_id))
+        response = poster.chat_postMessage(
             channel=review or approval.run.channel_id,
             thread_ts=None if review else approval.run.thread_ts,
             metadata={"event_type": CARD_EVENT, "event_payload": {"request_id": approval.id}},
-            **approval_card(approval, workspace_url=self.workspace_url),
+            **self._card(approval),
             **NO_UNFURL,
         )
         ref = MessageRef(channel=response["channel"], ts=response["ts"])
@@ -65,8 +72,9 @@ class SlackNotifier:
     def _point_run_at(self, approval: ApprovalView, card: MessageRef) -> None:
         """Not retried: the card itself links back to the run, and is what matters."""
         try:
-            line = card_elsewhere(approval, channel=card.channel, link=self._permalink(card))
-            self.client.chat_postMessage(
+            team = approval.run.team_id
+            line = card_elsewhere(approval, channel=card.channel, link=self._permalink(team, card))
+            self._client(team).chat_postMessage(
                 channel=approval.run.channel_id,
                 thread_ts=approval.run.thread_ts,
                 **line,
@@ -75,10 +83,12 @@ class SlackNotifier:
         except Exception:
             logger.exception("could not point the thread of %s at its card", approval.run.id)
 
-    def _permalink(self, message: MessageRef) -> str | None:
+    def _permalink(self, team_id: str | None, message: MessageRef) -> str | None:
         """Slack's own link (right for thread replies and Enterprise Grid), or None."""
         try:
-            answer = self.client.chat_getPermalink(channel=message.channel, message_ts=message.ts)
+            answer = self._client(team_id).chat_getPermalink(
+                channel=message.channel, message_ts=message.ts
+            )
         except Exception:
             logger.warning("no permalink for %s in %s", message.ts, message.channel)
             return None
@@ -89,12 +99,13 @@ class SlackNotifier:
         """Our message whose metadata names this request, where the card is posted: the run's
         thread (``conversations.replies``), or the newest messages of the review channel
         (``conversations.history``); needs ``channels:history`` / ``groups:history``."""
+        client = self._client(approval.run.team_id)
         if approval.away_from_run and approval.review_channel:
             channel = approval.review_channel
             return self._scan(
                 approval,
                 channel,
-                lambda c: self.client.conversations_history(
+                lambda c: client.conversations_history(
                     channel=channel, include_all_metadata=True, limit=200, cursor=c
                 ),
                 pages=HISTORY_PAGES,
@@ -105,7 +116,7 @@ class SlackNotifier:
         return self._scan(
             approval,
             channel,
-            lambda c: self.client.conversations_replies(
+            lambda c: client.conversations_replies(
                 channel=channel, ts=thread, include_all_metadata=True, limit=200, cursor=c
             ),
         )
@@ -118,7 +129,7 @@ class SlackNotifier:
         *,
         pages: int | None = None,
     ) -> MessageRef | None:
-        me = self._me()
+        me = self.workspaces.bot_user(approval.run.team_id)
         cursor = None
         while pages is None or pages > 0:
             page = read(cursor)
@@ -136,25 +147,18 @@ class SlackNotifier:
             pages = None if pages is None else pages - 1
         return None
 
-    def _me(self) -> str | None:
-        """The bot's own user id: only its messages can be its cards."""
-        if self._bot_user is None:
-            self._bot_user = self.client.auth_test().get("user_id")
-        return self._bot_user
-
     def approval_updated(self, approval: ApprovalView) -> None:
         if not approval.card_channel or not approval.card_ts:
             return
-        self.client.chat_update(
-            channel=approval.card_channel,
-            ts=approval.card_ts,
-            **approval_card(approval, workspace_url=self.workspace_url),
+        self._client(approval.run.team_id).chat_update(
+            channel=approval.card_channel, ts=approval.card_ts, **self._card(approval)
         )
 
     def digest_posted(self, digest: DigestView) -> MessageRef | None:
         """Top level in the channel, tagged with the digest id for ``find_digest``; one
         attempt only (the engine looks for it before posting again)."""
-        response = self._card_poster.chat_postMessage(
+        poster = _single_attempt(self._client(digest.team_id))
+        response = poster.chat_postMessage(
             channel=digest.channel,
             metadata={"event_type": DIGEST_EVENT, "event_payload": {"digest_id": digest.id}},
             **digest_message(digest),
@@ -165,14 +169,17 @@ class SlackNotifier:
     def digest_updated(self, digest: DigestView) -> None:
         if digest.ts is None:
             return
-        self.client.chat_update(channel=digest.channel, ts=digest.ts, **digest_message(digest))
+        self._client(digest.team_id).chat_update(
+            channel=digest.channel, ts=digest.ts, **digest_message(digest)
+        )
 
     def find_digest(self, digest: DigestView) -> MessageRef | None:
         """Our newest messages in the digest's channel (``conversations.history``)."""
-        me = self._me()
+        client = self._client(digest.team_id)
+        me = self.workspaces.bot_user(digest.team_id)
         cursor = None
         for _page in range(HISTORY_PAGES):
-            page = self.client.conversations_history(
+            page = client.conversations_history(
                 channel=digest.channel, include_all_metadata=True, limit=200, cursor=cursor
             )
             for message in page.get("messages") or []:
@@ -189,7 +196,7 @@ class SlackNotifier:
         return None
 
     def run_finished(self, run: RunView) -> None:
-        self.client.chat_postMessage(
+        self._client(run.team_id).chat_postMessage(
             channel=run.channel_id, thread_ts=run.thread_ts, **run_result_message(run), **NO_UNFURL
         )
         self._redraw_root(run)
@@ -200,7 +207,7 @@ class SlackNotifier:
         if not run.thread_ts:
             return
         try:
-            self.client.chat_update(
+            self._client(run.team_id).chat_update(
                 channel=run.channel_id, ts=run.thread_ts, **run_root_message(run)
             )
         except Exception:
@@ -220,8 +227,10 @@ class SlackNotifier:
         if approval.card_channel is None or approval.card_ts is None:
             return
         channel, thread = _card_place(approval)
+        team = approval.run.team_id
+        client = self._client(team)
         if mentions(reach.mention):
-            self.client.chat_postMessage(
+            client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread,
                 **reviewers_ping(approval, reach.mention, after=after),
@@ -229,14 +238,12 @@ class SlackNotifier:
             )
         if not reach.direct:
             return
-        link = self._permalink(MessageRef(channel=approval.card_channel, ts=approval.card_ts))
+        link = self._permalink(team, MessageRef(channel=approval.card_channel, ts=approval.card_ts))
         message = reviewer_dm(approval, link=link, after=after)
         for user in reach.direct:
             try:
-                opened = self.client.conversations_open(users=user)
-                self.client.chat_postMessage(
-                    channel=opened["channel"]["id"], **message, **NO_UNFURL
-                )
+                opened = client.conversations_open(users=user)
+                client.chat_postMessage(channel=opened["channel"]["id"], **message, **NO_UNFURL)
             except Exception:
                 logger.exception("could not send %s a direct message about %s", user, approval.id)
 
@@ -246,14 +253,15 @@ class SlackNotifier:
         """Where the card is: a card in a review channel is reminded of there, in its thread."""
         who = mentions(reviewers) or "the approvers"
         channel, thread = _card_place(approval)
-        self.client.chat_postMessage(
+        client = self._client(approval.run.team_id)
+        client.chat_postMessage(
             channel=channel,
             thread_ts=thread,
             text=f"Reminder: {who}, approval {approval.id} is still waiting for you.",
             **NO_UNFURL,
         )
         if escalation_channel:
-            self.client.chat_postMessage(
+            client.chat_postMessage(
                 channel=escalation_channel,
                 text=(
                     f"Approval {approval.id} in <#{approval.run.channel_id}> is still waiting "
@@ -263,18 +271,20 @@ class SlackNotifier:
             )
 
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
-        self.client.chat_postMessage(
+        self._client(run.team_id).chat_postMessage(
             channel=run.channel_id,
             thread_ts=run.thread_ts,
             **call_blocked_message(tool_name=tool_name, reason=reason),
             **NO_UNFURL,
         )
 
-    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
-        self.client.chat_postMessage(channel=channel, **switch_message(state), **NO_UNFURL)
+    def execution_switched(self, state: SwitchState, *, channel: str, team_id: str | None) -> None:
+        self._client(team_id).chat_postMessage(
+            channel=channel, **switch_message(state), **NO_UNFURL
+        )
 
     def _thread(self, approval: ApprovalView, text: str) -> None:
-        self.client.chat_postMessage(
+        self._client(approval.run.team_id).chat_postMessage(
             channel=approval.run.channel_id,
             thread_ts=approval.run.thread_ts,
             text=text,

@@ -13,6 +13,7 @@ from bot.app import slack_client
 from bot.errors import SWITCH_ANSWERS
 from bot.settings import Settings
 from bot.slack_notifier import SlackNotifier
+from bot.workspaces import SingleWorkspace
 from store.db import Database
 from store.models import utcnow
 
@@ -27,8 +28,8 @@ def _notifier(settings: Settings) -> Notifier | None:
     """Announce in the escalation channel when a bot token is at hand; the switch holds
     without it."""
     if settings.slack_bot_token is None:
-        return None
-    return SlackNotifier(slack_client(settings))
+        return None  # multi-workspace installs: no one token to announce with from a shell
+    return SlackNotifier(SingleWorkspace(slack_client(settings)))
 
 
 def run_switch(settings: Settings, db: Database, *, pause: bool, reason: str | None) -> int:

@@ -10,6 +10,7 @@ import yaml
 from slack_sdk import WebClient
 
 from bot.ids import APPROVALS_COMMAND, SLASH_COMMAND
+from bot.installations import BOT_SCOPES
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVED = ("bot", "agent_runtime", "store")
@@ -100,3 +101,10 @@ def test_the_manifest_declares_the_commands_and_events_the_listeners_serve():
     assert set(m["settings"]["event_subscriptions"]["bot_events"]) == registered("event")
     assert m["features"]["app_home"]["home_tab_enabled"] is True
     assert m["settings"]["interactivity"]["is_enabled"] is True
+
+
+def test_installs_by_oauth_ask_for_the_manifest_scopes_and_come_back_to_the_redirect_path():
+    m = manifest()
+    assert set(BOT_SCOPES) == set(m["oauth_config"]["scopes"]["bot"])
+    events = m["settings"]["interactivity"]["request_url"].removesuffix("/slack/events")
+    assert m["oauth_config"]["redirect_urls"] == [events + "/slack/oauth_redirect"]

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from bot.sandbox.installs import InstallGrants, access_answer, basic_auth
 from bot.sandbox.misbehaviour import HOLD_LIMIT, Dropped, Misbehaviour, Misbehaviours
 from bot.sandbox.socket_mode import SocketModeRelay
 from bot.sandbox.state import RESPONSE_URL_USES, Ephemeral, Message, SandboxState, View
@@ -46,6 +47,11 @@ class SlackSandbox:
         )
         self._server: ThreadingHTTPServer | None = None
         self.socket_mode: SocketModeRelay | None = None
+        self.team_tokens = {self.state.team_id: token}
+        """Each workspace's bot token (a second one: ``add_workspace``)."""
+        self.bot_users = {self.state.team_id: self.state.bot_user_id}
+        self.installs = InstallGrants()
+        self._caller = threading.local()
 
     @property
     def base_url(self) -> str:
@@ -70,6 +76,32 @@ class SlackSandbox:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
+    def add_workspace(
+        self, team_id: str, *, users: dict[str, str], token: str | None = None
+    ) -> str:
+        """Another workspace, with its own bot token, bot user and people; returns the token."""
+        token = token or f"xoxb-{team_id.lower()}-sandbox"
+
+        def add() -> None:
+            self.team_tokens[team_id] = token
+            self.bot_users[team_id] = f"U0BOT{team_id.removeprefix('T')}"
+            self.state.users.update(users)
+            self.state.user_teams.update(dict.fromkeys(users, team_id))
+
+        self.state.change(add)
+        return token
+
+    def grant(self, team_id: str, *, user: str) -> str:
+        """``user`` allows the app on Slack's consent page: a one-time code for
+        ``oauth.v2.access``, as Slack adds it to the redirect back to the app."""
+        if team_id not in self.team_tokens:
+            raise KeyError(f"no workspace {team_id} in the sandbox")
+        return self.installs.grant(team_id, user=user)
+
+    def caller_team(self) -> str:
+        """The workspace whose token made the call being served (on its own thread)."""
+        return str(getattr(self._caller, "team", self.state.team_id))
+
     def misbehave(self, method: str, **how: Any) -> Misbehaviour:
         """Make the next matching call of ``method`` go wrong (see ``Misbehaviour``)."""
         return self.misbehaviours.add(Misbehaviour(method, **how))
@@ -89,15 +121,32 @@ class SlackSandbox:
 
     # Web API methods ----------------------------------------------------------------------
 
-    def call(self, method: str, args: dict[str, Any], token: str | None) -> dict[str, Any]:
+    def call(
+        self,
+        method: str,
+        args: dict[str, Any],
+        token: str | None,
+        *,
+        client: tuple[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """``client``: the app's id and secret (HTTP basic auth), for ``oauth.v2.access``."""
         if method == "apps.connections.open":
             return self._connections_open(token)
-        if token != self.token:
+        if method == "oauth.v2.access":
+            return self._oauth_v2_access(args, client)
+        team = next((t for t, known in self.team_tokens.items() if known == token), None)
+        if team is None:
             raise SlackApiError("invalid_auth" if token else "not_authed")
+        self._caller.team = team
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             raise SlackApiError("unknown_method")
-        self.state.change(lambda: self.state.calls.append(method))
+
+        def record() -> None:
+            self.state.calls.append(method)
+            self.state.calls_by_team.append((method, team))
+
+        self.state.change(record)
         if method in self.failing:
             raise SlackApiError(self.failing[method])
         wrong = self.misbehaviours.take(method, args)
@@ -120,14 +169,22 @@ class SlackSandbox:
             self.socket_mode = SocketModeRelay().start()
         return {"ok": True, "url": self.socket_mode.url}
 
+    def _oauth_v2_access(
+        self, args: dict[str, Any], client: tuple[str, str] | None
+    ) -> dict[str, Any]:
+        team, user = self.installs.exchange(args, client)
+        self.state.change(lambda: self.state.calls.append("oauth.v2.access"))
+        token, bot_user = self.team_tokens[team], self.bot_users[team]
+        return access_answer(team=team, user=user, token=token, bot_user=bot_user)
+
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
-        s = self.state
+        team = self.caller_team()
         return {
-            "user_id": s.bot_user_id,
-            "team_id": s.team_id,
-            "bot_id": "B0BOT",
+            "user_id": self.bot_users[team],
+            "team_id": team,
+            "bot_id": f"B0BOT{team.removeprefix('T')}",
             "user": "approval-bot",
-            "team": "Sandbox",
+            "team": f"Sandbox {team}",
             "url": self.base_url,
         }
 
@@ -145,11 +202,12 @@ class SlackSandbox:
         message = Message(
             channel=channel,
             ts=self.state.next_ts(),
-            user=self.state.bot_user_id,
+            user=self.bot_users[self.caller_team()],
             text=text,
             blocks=blocks,
             thread_ts=thread_ts,
             metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
+            team_id=self.caller_team(),
         )
         self.state.change(lambda: self.state.messages.append(message))
         return {"channel": channel, "ts": message.ts, "message": {"text": text, "blocks": blocks}}
@@ -204,7 +262,7 @@ class SlackSandbox:
         users = [u for u in str(args.get("users") or "").split(",") if u]
         if len(users) != 1:
             raise SlackApiError("not_enough_users" if not users else "too_many_users")
-        if users[0] not in self.state.users:
+        if not self._in_caller_team(users[0]):
             raise SlackApiError("user_not_found")
         channel = self.state.change(lambda: self.state.open_dm(users[0]))
         return {"channel": {"id": channel}}
@@ -252,7 +310,7 @@ class SlackSandbox:
         """A user's Home tab: the last one published per user is kept (``state.homes``),
         apart from modals."""
         user = str(args.get("user_id") or "")
-        if user not in self.state.users:
+        if not self._in_caller_team(user):
             raise SlackApiError("user_not_found")
         view = validate_view(args.get("view"))
         if view.get("type") != "home":
@@ -265,9 +323,12 @@ class SlackSandbox:
         if user not in self.state.users:
             raise SlackApiError("user_not_found")
         name = self.state.users[user]
-        return {
-            "user": {"id": user, "name": name, "real_name": name, "team_id": self.state.team_id}
-        }
+        team = self.state.team_of(user)
+        return {"user": {"id": user, "name": name, "real_name": name, "team_id": team}}
+
+    def _in_caller_team(self, user: str) -> bool:
+        """A workspace's token reaches its own people only."""
+        return user in self.state.users and self.state.team_of(user) == self.caller_team()
 
     def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = str(args.get("usergroup", ""))
@@ -319,9 +380,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _api(self, path: str, args: dict[str, Any]) -> None:
         if not path.startswith("/api/"):
             return self._send({"ok": False, "error": "unknown_method"}, status=404)
-        token = _bearer(self.headers.get("Authorization")) or args.pop("token", None)
+        header = self.headers.get("Authorization")
+        token = _bearer(header) or args.pop("token", None)
         try:
-            self._send(self.owner.call(path[len("/api/") :], args, token))
+            method, client = path[len("/api/") :], basic_auth(header)
+            self._send(self.owner.call(method, args, token, client=client))
         except SlackApiError as exc:
             self._send({"ok": False, "error": exc.error})
         except Dropped:

@@ -24,6 +24,8 @@ class Message:
     blocks: list[dict[str, Any]]
     thread_ts: str | None = None
     metadata: dict[str, Any] | None = None
+    team_id: str | None = None
+    """The workspace whose bot token posted it."""
     edits: int = 0
     posted_at: float = field(default_factory=time.monotonic)
     edited_at: list[float] = field(default_factory=list)
@@ -73,6 +75,10 @@ class SandboxState:
     views: dict[str, View] = field(default_factory=dict)
     responses: list[dict[str, Any]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    calls_by_team: list[tuple[str, str]] = field(default_factory=list)
+    """(method, team whose token made the call), in order."""
+    user_teams: dict[str, str] = field(default_factory=dict)
+    """User id -> the workspace they belong to (absent: the first workspace)."""
     triggers: dict[str, tuple[str, float]] = field(default_factory=dict)
     response_urls: dict[str, int] = field(default_factory=dict)
     dms: dict[str, str] = field(default_factory=dict)
@@ -82,6 +88,9 @@ class SandboxState:
     home_publishes: dict[str, int] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def team_of(self, user: str) -> str:
+        return self.user_teams.get(user, self.team_id)
 
     def next_id(self) -> int:
         return next(self._ids)

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
-from agent_runtime.policy import load_policy
+from agent_runtime.policy import Policy, load_policy
 
 NOW = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
 POLICY = load_policy(None)
@@ -89,3 +89,38 @@ def test_outcome_after(decision, distinct, required, expected):
         outcome_after(decision, distinct_approvers=distinct, approvals_required=required)
         == expected
     )
+
+
+TEAMS_POLICY = Policy.model_validate(
+    {
+        "version": "teams-1",
+        "roles": {"release-managers": {"users": ["U0REL1"]}, "security": {}},
+        "teams": {"T0BETA": {"roles": {"release-managers": {"users": ["U0BRAVI"]}}}},
+        "tools": {"send_external_message": {"approvers": ["release-managers"]}},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("team", "actor", "expected"),
+    [
+        # each workspace's reviewers decide in their own workspace only
+        ("T0ACME", Actor("U0REL1", "T0ACME"), None),
+        ("T0BETA", Actor("U0BRAVI", "T0BETA"), None),
+        ("T0ACME", Actor("U0BRAVI", "T0BETA"), Refusal.OTHER_WORKSPACE),
+        ("T0BETA", Actor("U0REL1", "T0ACME"), Refusal.OTHER_WORKSPACE),
+        # a workspace's section replaces the role there: the top-level people hold it no more
+        ("T0BETA", Actor("U0REL1", "T0BETA"), Refusal.NOT_AN_APPROVER),
+        ("T0ACME", Actor("U0BRAVI", "T0ACME"), Refusal.NOT_AN_APPROVER),
+    ],
+)
+def test_two_workspaces_each_with_its_own_reviewers(team, actor, expected):
+    refusal = check_decision(
+        TEAMS_POLICY,
+        facts(team_id=team),
+        actor,
+        "approve",
+        now=NOW,
+        usergroup_members=no_groups,
+    )
+    assert refusal is expected

@@ -24,7 +24,7 @@ class Announced(NullNotifier):
     def __init__(self) -> None:
         self.lines: list[tuple[SwitchState, str]] = []
 
-    def execution_switched(self, state: SwitchState, *, channel: str) -> None:
+    def execution_switched(self, state: SwitchState, *, channel: str, team_id: str | None) -> None:
         self.lines.append((state, channel))
 
 

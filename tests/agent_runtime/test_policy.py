@@ -4,9 +4,10 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent_runtime.errors import PolicyError
-from agent_runtime.policy import BUNDLED_POLICY, load_policy
+from agent_runtime.policy import BUNDLED_POLICY, Policy, load_policy
 
 GROUPS = {"S0RELMGR": frozenset({"U0GROUPIE"})}
 
@@ -234,3 +235,40 @@ def test_a_review_kind_routed_to_an_unknown_role_is_refused(tmp_path):
     unknown = r"reviews\.sensitive_file_change\.approvers names unknown role"
     with pytest.raises(PolicyError, match=unknown):
         load_policy(write(tmp_path, text))
+
+
+def test_a_workspace_section_replaces_roles_of_the_same_name_there_only():
+    policy = Policy.model_validate(
+        {
+            "version": "teams-1",
+            "roles": {"release-managers": {"users": ["U0REL1"]}, "security": {"users": ["U0S"]}},
+            "teams": {"T0BETA": {"roles": {"release-managers": {"users": ["U0BRAVI"]}}}},
+        }
+    )
+    beta = policy.for_team("T0BETA")
+    assert beta.roles["release-managers"].users == ("U0BRAVI",)
+    assert beta.roles["security"].users == ("U0S",), "roles it does not name stay as they are"
+    assert policy.for_team("T0ACME") is policy and policy.for_team(None) is policy
+    assert beta.version == policy.version
+
+
+@pytest.mark.parametrize(
+    ("teams", "message"),
+    [
+        ({"T0BETA": {"roles": {"auditors": {"users": ["U0A"]}}}}, "names role 'auditors'"),
+        ({"not-a-team": {"roles": {}}}, "teams.not-a-team"),
+    ],
+)
+def test_workspace_sections_are_checked(tmp_path, teams, message):
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "version": "teams-2",
+                "roles": {"release-managers": {"users": ["U0R"]}},
+                "teams": teams,
+            }
+        )
+    )
+    with pytest.raises(PolicyError, match=message):
+        load_policy(path)

@@ -55,7 +55,7 @@ def test_an_approval_moves_the_counters_histograms_and_gauges(serve_bot, sqlite_
 def test_slack_errors_are_counted_by_method_and_error(serve_bot, sqlite_url):
     h = serve_bot(sqlite_url)
     with pytest.raises(SlackApiError):
-        h.bot.services.client.chat_update(channel=people.CHANNEL, ts="1.000001", text="hi")
+        h.bot.services.slack(None).chat_update(channel=people.CHANNEL, ts="1.000001", text="hi")
     families = scrape(h.url)
     failed = {"method": "chat.update", "error": "message_not_found"}
     assert sample(families, "slack_api_seconds", "_count", **failed) == 1.0

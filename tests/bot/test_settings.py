@@ -16,6 +16,8 @@ def clean_env(monkeypatch, tmp_path):
         "SLACK_BOT_TOKEN",
         "SLACK_SIGNING_SECRET",
         "SLACK_APP_TOKEN",
+        "SLACK_CLIENT_ID",
+        "SLACK_CLIENT_SECRET",
         "DATABASE_URL",
         "AGENT",
         "AGENT_MODEL",
@@ -80,6 +82,21 @@ def test_serve_requires_slack_credentials(monkeypatch):
     monkeypatch.setenv("SLACK_BOT_TOKEN", SECRET)
     with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
         load_settings().require_slack()
+
+
+def test_installs_by_oauth_need_the_client_secret_and_http_not_the_bot_token(monkeypatch):
+    monkeypatch.setenv("SLACK_CLIENT_ID", "1000.2000")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    assert load_settings().multi_workspace
+    with pytest.raises(ConfigError, match="SLACK_CLIENT_SECRET"):
+        load_settings().require_slack()
+    monkeypatch.setenv("SLACK_CLIENT_SECRET", SECRET)
+    load_settings().require_slack()  # no SLACK_BOT_TOKEN needed
+    load_settings().require_slack(http=False)  # a worker: no pages to serve
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")
+    with pytest.raises(ConfigError, match=r"SLACK_CLIENT_ID: .*HTTP mode") as err:
+        load_settings().require_slack()
+    assert SECRET not in str(err.value)
 
 
 def test_env_file_is_read(tmp_path):

@@ -34,4 +34,4 @@ def cancel_run(services: BotServices, work: Work, *, attempt_key: str | None) ->
         services.metrics.inc("runs_cancelled")
         return
     services.metrics.inc("cancels_refused")
-    tell(services, work.channel, work.actor.user_id, text=cancel_text(result))
+    tell(services, work.channel, work.who, text=cancel_text(result))

@@ -75,7 +75,7 @@ def decide_and_refresh(services: BotServices, work: Work, *, attempt_key: str | 
         card=work.card_ref,
         attempt_key=attempt_key,
     )
-    refresh_review(services, work.view, user_id=work.actor.user_id)
+    refresh_review(services, work.view, actor=work.who)
 
 
 def decide(
@@ -114,9 +114,9 @@ def decide(
         channel = current.card_channel
     target = next((a for a in current.actions if a.id == action_id), None) if current else None
     if result.refusal is Refusal.STALE_VERSION and target is not None and seen is not None:
-        tell(services, channel, actor.user_id, **stale_notice(target, seen=seen))
+        tell(services, channel, actor, **stale_notice(target, seen=seen))
         return
-    tell(services, channel, actor.user_id, text=refusal_text(result.refusal))
+    tell(services, channel, actor, text=refusal_text(result.refusal))
 
 
 def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -> None:
@@ -139,7 +139,7 @@ def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -
         return  # the card moved on after this attempt's first decisions: they stand
     if refusal is not None:
         _refuse_all(services, request_id, actor, refusal, via=via)
-        tell(services, channel, actor.user_id, text=refusal_text(refusal))
+        tell(services, channel, actor, text=refusal_text(refusal))
         return
     approved, refusals = _approve_each(
         services, approvable, work, earlier=earlier, via=via, attempt_key=attempt_key
@@ -153,7 +153,7 @@ def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -
         tell(
             services,
             channel,
-            actor.user_id,
+            actor,
             text=f"You approved {approved} action(s); {len(refusals)} need another reviewer or "
             "were already decided.",
         )
@@ -231,12 +231,13 @@ def _refuse_all(
 def tell(
     services: BotServices,
     channel: str | None,
-    user_id: str,
+    actor: Actor,
     *,
     text: str,
     blocks: list[dict[str, Any]] | None = None,
 ) -> None:
-    if channel and user_id:
-        services.client.chat_postEphemeral(
-            channel=channel, user=user_id, text=text, blocks=blocks or None
+    """An ephemeral in the reviewer's own workspace (the one the click came from)."""
+    if channel and actor.user_id:
+        services.slack(actor.team_id).chat_postEphemeral(
+            channel=channel, user=actor.user_id, text=text, blocks=blocks or None
         )

@@ -71,7 +71,7 @@ def _open_for_decision(ack: Ack, context: BoltContext, client: WebClient, *, dec
     except Exception as exc:
         text = user_message(exc)
         services.run_later(
-            click.drop(action_id=action_id), tell, services, channel, actor.user_id, text=text
+            click.drop(action_id=action_id), tell, services, channel, actor, text=text
         )
 
 
@@ -117,7 +117,7 @@ def on_view_args(ack: Ack, context: BoltContext, client: WebClient) -> None:
             tell,
             services,
             click.channel_id,
-            click.actor.user_id,
+            click.actor,
             text="Nothing to show.",
         )
         return

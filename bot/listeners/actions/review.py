@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from slack_bolt import Ack, BoltContext
 from slack_sdk import WebClient
 
+from agent_runtime.authorization import Actor
 from bot.blocks.review_modal import review_modal
 from bot.ids import CallbackId
 from bot.listeners.payloads import Click, payload_of
@@ -83,7 +84,7 @@ def on_review_page(ack: Ack, context: BoltContext, client: WebClient) -> None:
         client.views_update(view_id=view_id, view=review_modal(approval, page=entry.page))
 
 
-def refresh_review(services: BotServices, view: OpenView | None, *, user_id: str) -> None:
+def refresh_review(services: BotServices, view: OpenView | None, *, actor: Actor) -> None:
     """After a decision taken inside the review modal, redraw its page with the new state."""
     if view is None or view.callback_id != CallbackId.REVIEW_MODAL or not view.id:
         return
@@ -95,9 +96,11 @@ def refresh_review(services: BotServices, view: OpenView | None, *, user_id: str
         if approval is None:
             return
         try:
-            services.client.views_update(view_id=view.id, view=review_modal(approval, page=number))
+            services.slack(actor.team_id).views_update(
+                view_id=view.id, view=review_modal(approval, page=number)
+            )
         except Exception:
-            logger.exception("could not redraw the review modal for %s", user_id)
+            logger.exception("could not redraw the review modal for %s", actor.user_id)
 
 
 def _page(text: str) -> int:

@@ -51,7 +51,7 @@ def start_run(services: BotServices, drop: Drop, text: str) -> None:
     assert channel_id is not None
     try:
         run = services.engine.start_run(actor=drop.actor, channel_id=channel_id, text=text)
-        root = services.client.chat_postMessage(
+        root = services.slack(drop.actor.team_id).chat_postMessage(
             channel=channel_id, **run_root_message(run), **NO_UNFURL
         )
         services.engine.set_thread(run.id, root["ts"])

@@ -1,4 +1,5 @@
-"""Events: keep the cached user group members fresh; publish the Home tab when opened."""
+"""Events: keep the cached user group members fresh; publish the Home tab when opened; forget
+a workspace that removed the app."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from typing import Any
 
 from slack_bolt import App, BoltContext
 
-from bot.listeners.events import home
+from bot.listeners.events import home, installs
 from bot.services import services_of
 
 
 def register(app: App) -> None:
     home.register(app)
+    installs.register(app)
     app.event("subteam_members_changed")(on_members_changed)
     app.event("subteam_updated")(on_members_changed)
 
