@@ -7,8 +7,11 @@ normalize arguments here, so a default or a coercion cannot change a verdict bet
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -25,9 +28,22 @@ class ArgsState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+@dataclass(frozen=True)
+class ToolVersions:
+    """What a reviewed call ran against, besides its arguments: the tool's declared version
+    (``metadata={"version": ...}`` on the tool) and a digest of its argument schema."""
+
+    tool: str | None = None
+    schema: str | None = None
+
+
+VERSION_KEY = "version"
+
+
 class ToolCatalog:
     def __init__(self, tools: Iterable[BaseTool] = ()) -> None:
         self._schemas: dict[str, ToolSchema] = {}
+        self._declared: dict[str, str] = {}
         self._ambiguous: set[str] = set()
         self._lock = threading.Lock()
         for tool in tools:
@@ -37,10 +53,22 @@ class ToolCatalog:
         """Two different schemas under one name (a parent's and a subagent's tool, say) cannot
         be told apart by name: such calls are never normalized, so never exempt (fail closed)."""
         schema = ToolSchema.of(tool)
+        declared = (tool.metadata or {}).get(VERSION_KEY)
         with self._lock:
             known = self._schemas.setdefault(tool.name, schema)
             if known is not schema and known.json_schema() != schema.json_schema():
                 self._ambiguous.add(tool.name)
+            if declared is not None:
+                self._declared.setdefault(tool.name, str(declared)[:64])
+
+    def versions(self, name: str) -> ToolVersions:
+        """A tool we cannot see, or two sharing a name, has no schema version."""
+        known = self._schemas.get(name)
+        digest = None
+        if known is not None and name not in self._ambiguous:
+            canonical = json.dumps(known.json_schema(), sort_keys=True, separators=(",", ":"))
+            digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return ToolVersions(tool=self._declared.get(name), schema=digest)
 
     def add_graph(self, graph: Any) -> None:
         """Tools of every node that carries them (``ToolNode`` and the like), not only a node

@@ -203,6 +203,9 @@ class TeamSection(_Strict):
 
 class Policy(_Strict):
     version: str = Field(min_length=1, max_length=64)
+    environment: str | None = Field(default=None, min_length=1, max_length=64)
+    """Where the agents' actions take effect (production, staging, ...): on every card and
+    approval; an approval is not carried over when it changes."""
     defaults: Defaults = Defaults()
     roles: dict[str, Role] = {}
     requesters: tuple[str, ...] = (EVERYONE,)

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from agent_runtime.catalog import ArgsState, ToolCatalog
+from agent_runtime.catalog import ArgsState, ToolCatalog, ToolVersions
 from agent_runtime.constraints import violations
 from agent_runtime.policy import Policy, ToolRule
 from agent_runtime.wire import ActionSpec, PendingInterrupt, action_hash, canonical_json
@@ -61,6 +61,7 @@ def build_request(
         kind=pending.kind,
         status=RequestStatus.PENDING,
         policy_version=policy.version,
+        environment=policy.environment,
         team_id=run.team_id,
         enterprise_id=run.enterprise_id,
         requester_id=run.requester_id,
@@ -136,6 +137,7 @@ def _action(
         occurrence += 1
     op = operation_id(run.id, spec.name, args, occurrence)
     taken.add(op)
+    versions = catalog.versions(spec.name)
     return Action(
         id=new_id("act"),
         tool_name=spec.name,
@@ -148,6 +150,8 @@ def _action(
         risk=rule.risk,
         action_hash=action_hash(spec.name, args, policy.version),
         operation_id=op,
+        tool_version=versions.tool,
+        schema_version=versions.schema,
         exempt=exempt,
         extra=extra or None,
         outcome=ActionOutcome.APPROVED if exempt else (ActionOutcome.REJECTED if veto else None),
@@ -160,6 +164,28 @@ def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:
 
 
 Normalizer = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], ArgsState]]
+
+
+def version_drift(
+    request: ApprovalRequest, *, environment: str | None, versions: Callable[[str], ToolVersions]
+) -> str | None:
+    """Why what reviewers approved no longer holds though its arguments did not change: the
+    environment or a tool was redeployed since (a new version, a new argument schema)."""
+    if request.environment != environment:
+        return (
+            f"the environment changed from {request.environment or 'unset'} to "
+            f"{environment or 'unset'} since it was reviewed"
+        )
+    for action in request.actions:
+        now = versions(action.tool_name)
+        if action.tool_version != now.tool:
+            return (
+                f"{action.tool_name} changed from version {action.tool_version or 'unset'} "
+                f"to {now.tool or 'unset'} since it was reviewed"
+            )
+        if action.schema_version != now.schema:
+            return f"the arguments {action.tool_name} takes changed since it was reviewed"
+    return None
 
 
 def drift(request: ApprovalRequest, pending: PendingInterrupt, normalize: Normalizer) -> str | None:

@@ -22,7 +22,7 @@ from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, drift
+from agent_runtime.recording import POLICY_VETO, drift, version_drift
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
@@ -158,9 +158,15 @@ class Resumer:
             return "the run is no longer waiting for this approval", None
         problem = drift(request, pending, self.runtime.catalog.normalize_or_raw)
         approves = any(a.outcome in RUNS_THE_TOOL for a in request.actions)
+        # Rejections (and expiry) still go through: refusing under any version runs nothing.
         if problem is None and approves and request.policy_version != self.policy.version:
-            # Rejections (and expiry) still go through: refusing under any policy runs nothing.
             problem = f"the approval policy changed since it was decided ({request.policy_version})"
+        if problem is None and approves:
+            problem = version_drift(
+                request,
+                environment=self.policy.environment,
+                versions=self.runtime.catalog.versions,
+            )
         return problem, pending
 
     def _unconfirmed(

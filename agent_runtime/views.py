@@ -46,6 +46,8 @@ class ActionView:
     exempt: bool = False
     edited_args: dict[str, Any] | None = None
     extra: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+    tool_version: str | None = None
 
     @property
     def approvals(self) -> tuple[DecisionView, ...]:
@@ -93,6 +95,7 @@ class ApprovalView:
     """Where the policy sends the card; ``None``: the run's thread."""
     digest_channel: str | None = None
     """Set when the request is reviewed in that channel's digest instead of on a card."""
+    environment: str | None = None
 
     @property
     def away_from_run(self) -> bool:
@@ -152,6 +155,8 @@ def action_view(action: Action) -> ActionView:
         exempt=action.exempt,
         edited_args=dict(action.edited_args) if action.edited_args is not None else None,
         extra=dict(action.extra) if action.extra else None,
+        tool_call_id=action.tool_call_id,
+        tool_version=action.tool_version,
         decisions=tuple(
             DecisionView(
                 reviewer_id=d.reviewer_id,
@@ -180,6 +185,7 @@ def approval_view(request: ApprovalRequest) -> ApprovalView:
         actions=tuple(action_view(a) for a in request.actions),
         review_channel=request.review_channel,
         digest_channel=request.digest_channel,
+        environment=request.environment,
     )
 
 

@@ -105,11 +105,17 @@ def _parse_batch(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterrup
             ActionSpec(
                 name=name,
                 args=dict(req["args"]),
-                description=str(req.get("description", "")),
+                description=_own_words(str(req.get("description", "")), name),
                 allowed_decisions=_allowed(config.get("allowed_decisions"), interrupt_id),
             )
         )
     return PendingInterrupt(interrupt_id=interrupt_id, kind="hitl_batch", actions=tuple(actions))
+
+
+def _own_words(description: str, name: str) -> str:
+    """The middleware's stock description (a prefix, then ``Tool: <name>`` and ``Args: ...``)
+    repeats what the card already shows: only a description written for the action is kept."""
+    return "" if f"\n\nTool: {name}\nArgs: " in description else description
 
 
 def _parse_tool_approval(interrupt_id: str, value: Mapping[str, Any]) -> PendingInterrupt:

@@ -99,6 +99,8 @@ class ApprovalRequest(Base):
     kind: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16), default=RequestStatus.PENDING)
     policy_version: Mapped[str] = mapped_column(String(64))
+    environment: Mapped[str | None] = mapped_column(String(64))
+    """The policy's ``environment`` (production, staging, ...) the approval was given in."""
     team_id: Mapped[str | None] = mapped_column(String(32))
     enterprise_id: Mapped[str | None] = mapped_column(String(32))
     requester_id: Mapped[str] = mapped_column(String(32))
@@ -182,6 +184,10 @@ class Action(Base):
     exempt: Mapped[bool] = mapped_column(default=False)
     edited_args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     current_hash: Mapped[str | None] = mapped_column(String(64))
+    tool_version: Mapped[str | None] = mapped_column(String(64))
+    schema_version: Mapped[str | None] = mapped_column(String(64))
+    """The tool's declared version and a digest of its argument schema when reviewed: a tool
+    redeployed in between invalidates the approval, as changed arguments do."""
     extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     @property

@@ -8,6 +8,7 @@ also checks for a matching approval itself (``agent_runtime.gate``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from deepagents import SubAgent, create_deep_agent
@@ -32,6 +33,28 @@ SYSTEM_PROMPT = (
 RELEASE_COORDINATOR = "release-coordinator"
 
 
+DESCRIPTIONS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "send_external_message": lambda a: (
+        f"Send a message to {a.get('recipient')} outside the company"
+    ),
+    "delete_project_file": lambda a: f"Delete {a.get('path')} from the project's files",
+    "publish_report": lambda a: (
+        f"Publish {a.get('path')} to the {a.get('channel', 'public')} channel"
+    ),
+    "write_file": lambda a: f"Write {a.get('file_path')}",
+    "edit_file": lambda a: f"Edit {a.get('file_path')}",
+    "execute": lambda a: "Run a shell command",
+}
+"""The business action in words, shown on the card above the arguments."""
+
+
+def _described(words: Callable[[dict[str, Any]], str]) -> Callable[..., str]:
+    def describe(tool_call: Any, _state: Any, _runtime: Any) -> str:
+        return words(dict(tool_call.get("args") or {}))[:500]
+
+    return describe
+
+
 def interrupt_on_from_policy(policy: Policy, tools: dict[str, BaseTool]) -> dict[str, Any]:
     """Gate every tool the policy does not exempt; unknown ones get approve/reject (fail closed).
     Tools that raise their own review interrupt are left to it, so nothing is asked twice."""
@@ -39,8 +62,12 @@ def interrupt_on_from_policy(policy: Policy, tools: dict[str, BaseTool]) -> dict
     for name, tool in tools.items():
         rule = policy.rule_for(name)
         reviews_itself = bool((tool.extras or {}).get(SELF_REVIEWING))
-        gated = rule.gated and not reviews_itself
-        gates[name] = {"allowed_decisions": list(rule.decisions)} if gated else False
+        if not rule.gated or reviews_itself:
+            gates[name] = False
+            continue
+        gates[name] = {"allowed_decisions": list(rule.decisions)}
+        if name in DESCRIPTIONS:
+            gates[name]["description"] = _described(DESCRIPTIONS[name])
     return gates
 
 

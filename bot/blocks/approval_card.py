@@ -52,8 +52,13 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
     head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _header(approval)}},
         _section(
-            f"*Requested by* {mention(approval.requester_id)}\n"
-            f"*Request:* {verbatim(approval.run.request_text, 600)}"
+            f"*Requested by* {mention(approval.requester_id)}"
+            + (
+                f"  ·  *Environment:* {mrkdwn(approval.environment, 64)}"
+                if approval.environment
+                else ""
+            )
+            + f"\n*Request:* {verbatim(approval.run.request_text, 600)}"
         ),
     ]
     if approval.away_from_run:
@@ -137,7 +142,9 @@ def _title(action: ActionView) -> str:
         line += f"  ·  from subagent {verbatim(str(extra['subagent']), 100)}"
     if extra.get("review_kind"):
         line += f"  ·  review: {verbatim(str(extra['review_kind']), 100)}"
-    if extra.get("review_kind") and action.description:
+    if action.tool_version:
+        line += f"  ·  version {verbatim(action.tool_version, 64)}"
+    if action.description:  # the business action in words, as the interrupt put it
         line += f"\n{verbatim(action.description, 500)}"
     return line
 
@@ -219,8 +226,10 @@ def _rules(action: ActionView) -> str:
         approvers = ", ".join(action.approver_roles) or "any approver role"
         count = len(action.approvers)
         who = f"May decide: {approvers}  ·  Sign-offs: {count} of {action.approvals_required}"
+    call = f"  ·  Call {action.tool_call_id}" if action.tool_call_id else ""
     return mrkdwn(
-        f"{who}  ·  Action hash {action.action_hash[:12]}  ·  Operation {action.operation_id}",
+        f"{who}  ·  Action hash {action.action_hash[:12]}  ·  Operation {action.operation_id}"
+        + call,
         1000,
     )
 

@@ -109,6 +109,14 @@ STATES = {
         action(0, exempt=True, outcome="approved"), action(1, tool_name="publish_report")
     ),
     "failed": approval(status="failed", outcome="not resumed"),
+    "in_production_with_its_own_words": approval(
+        action(
+            description="Tell partner@example.com that the release is out",
+            tool_call_id="call_7f3a",
+            tool_version="2.4.0",
+        ),
+        environment="production",
+    ),
     "cancelled": approval(
         action(0, outcome="approved", decisions=(APPROVED,)),
         action(1, tool_name="delete_project_file"),

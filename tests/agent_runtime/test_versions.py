@@ -1,0 +1,70 @@
+"""An approval binds to what it was given against, besides the arguments: the environment, the
+tool's version and its argument schema. A change before the resume invalidates it, and nothing
+runs."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from agent_runtime.catalog import ToolVersions
+from store.models import Action, ApprovalRequest
+from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
+
+
+@pytest.fixture
+def env(tmp_path):  # type: ignore[no-untyped-def]
+    return make_env(tmp_path)
+
+
+def invalidated_because(env) -> str:  # type: ignore[no-untyped-def]
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        assert request.status == "invalidated"
+        return str(request.outcome)
+
+
+def test_the_record_keeps_the_versions_it_was_reviewed_against(env):
+    _run_id, action_id = paused_run(env)
+    with env.db.transaction() as s:
+        action = s.get(Action, action_id)
+        assert action.schema_version == env.runtime.catalog.versions(action.tool_name).schema
+        assert action.schema_version and len(action.schema_version) == 16
+        assert action.request.environment is None  # the bundled policy names none
+
+
+def test_a_tool_redeployed_with_a_new_version_invalidates_its_approval(env, monkeypatch):
+    _run_id, action_id = paused_run(env)
+    reviewed = env.runtime.catalog.versions("send_external_message")
+    monkeypatch.setattr(
+        env.runtime.catalog, "versions", lambda _name: ToolVersions("2.0", reviewed.schema)
+    )
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
+    assert "changed from version unset to 2.0" in invalidated_because(env)
+    assert env.workspace.effects() == []
+
+
+def test_a_tool_whose_arguments_changed_invalidates_its_approval(env, monkeypatch):
+    _run_id, action_id = paused_run(env)
+    monkeypatch.setattr(env.runtime.catalog, "versions", lambda _name: ToolVersions(None, "new"))
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    assert "arguments send_external_message takes changed" in invalidated_because(env)
+    assert env.workspace.effects() == []
+
+
+def test_another_environment_invalidates_the_approval(env, monkeypatch):
+    _run_id, action_id = paused_run(env)
+    staging = env.policy.model_copy(update={"environment": "staging"})
+    monkeypatch.setattr(env.engine.resumer, "policy", staging)
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    assert "environment changed from unset to staging" in invalidated_because(env)
+    assert env.workspace.effects() == []
+
+
+def test_a_reject_still_goes_through_whatever_changed(env, monkeypatch):
+    """Refusing runs nothing under any version: the agent hears the reviewer."""
+    _run_id, action_id = paused_run(env)
+    monkeypatch.setattr(env.runtime.catalog, "versions", lambda _name: ToolVersions("9", "x"))
+    decide(env, action_id=action_id, actor=REVIEWER, decision="reject", message="no")
+    with env.db.transaction() as s:
+        assert s.scalars(select(ApprovalRequest)).one().status == "resolved"
