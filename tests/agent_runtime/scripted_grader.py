@@ -1,8 +1,11 @@
-"""A grader model for tests: each call answers with the next scripted verdict, as the
-``GraderResponse`` tool call the grader sub-agent asks for (or raises the scripted error)."""
+"""A grader model for tests: each call answers with the next scripted verdict (or raises the
+scripted error). By default as the ``GraderResponse`` tool call the grader sub-agent asks a model
+without native structured output for; ``native()`` gives one whose profile claims it, answering
+with the JSON itself, as the providers' models do."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,9 +41,16 @@ class ScriptedGrader(BaseChatModel):
         step = self.script.pop(0)
         if isinstance(step, BaseException):
             raise step
-        call = {"name": "GraderResponse", "args": step, "id": f"grade_{len(self.prompts)}"}
-        message = AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
+        if self.profile and self.profile.get("structured_output"):
+            message = AIMessage(content=json.dumps(step))
+        else:
+            call = {"name": "GraderResponse", "args": step, "id": f"grade_{len(self.prompts)}"}
+            message = AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def native(script: list[Any]) -> ScriptedGrader:
+    return ScriptedGrader(script=script, profile={"structured_output": True})
 
 
 def passes(name: str) -> dict[str, Any]:

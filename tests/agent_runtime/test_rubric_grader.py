@@ -29,6 +29,7 @@ from tests.agent_runtime.scripted_grader import (
     SUMMARY,
     ScriptedGrader,
     fails,
+    native,
     passes,
     verdict,
 )
@@ -56,8 +57,10 @@ def test_the_middleware_records_exactly_the_statuses_the_workflow_handles():
     )
 
 
-def test_satisfied_with_every_criterion_passing():
-    grading, model = grade_once(SATISFIED)
+@pytest.mark.parametrize("strategy", ["tool call", "native structured output"])
+def test_satisfied_with_every_criterion_passing(strategy):
+    model = ScriptedGrader(script=[SATISFIED]) if strategy == "tool call" else native([SATISFIED])
+    grading = ModelRubricGrader(model)(REPORT, SALES, memory={})
     assert grading.status == "satisfied"
     assert grading.iteration == 1
     assert grading.grader == "model"
@@ -65,7 +68,8 @@ def test_satisfied_with_every_criterion_passing():
         rubric.CriterionResult(SUMMARY, "pass", ""),
         rubric.CriterionResult(REGIONS, "pass", ""),
     )
-    assert model.bound_tools == [["GraderResponse"]], "the grader has no tool but its answer"
+    answer = ["GraderResponse"] if strategy == "tool call" else []
+    assert model.bound_tools == [answer], "the grader has no tool but its answer"
 
 
 def test_the_grader_reads_our_rubric_and_sees_the_draft_only_as_transcript():
@@ -79,8 +83,9 @@ def test_the_grader_reads_our_rubric_and_sees_the_draft_only_as_transcript():
     assert "Total: 2000" in transcript.group(2) and "north=1200" in transcript.group(2)
 
 
-def test_needs_revision_with_gaps_then_satisfied_counts_two_iterations():
-    model = ScriptedGrader(script=[NEEDS_SUMMARY, SATISFIED])
+@pytest.mark.parametrize("make", [lambda s: ScriptedGrader(script=s), native])
+def test_needs_revision_with_gaps_then_satisfied_counts_two_iterations(make):
+    model = make([NEEDS_SUMMARY, SATISFIED])
     grader = ModelRubricGrader(model)
     first = grader(REPORT, SALES, memory={})
     assert first.status == "needs_revision" and first.iteration == 1
