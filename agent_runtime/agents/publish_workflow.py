@@ -5,6 +5,10 @@ draft -> deterministic validation -> rubric gate -> publish proposal (human appr
 the per-criterion gaps back to the drafter up to ``max_iterations``; ``failed``,
 ``max_iterations_reached`` and ``grader_error`` stop the run with a message and no card. The
 publish node checks the rubric status and the content hash itself, however it was reached.
+
+Deterministic checks decide first and alone: a draft that fails validation, or carries
+placeholder text or a broadcast, never reaches the grader. With a real model the grader is an
+LLM judge (``rubric_grader``); offline it is ``rubric.grade_by_rules``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, interrupt
 
 from agent_runtime.agents import rubric
+from agent_runtime.agents.rubric_grader import ModelRubricGrader
 from agent_runtime.agents.workspace import Workspace
 from agent_runtime.gate import EffectGate, GateRefused
 from agent_runtime.offline_model import OfflineChatModel
@@ -31,7 +36,6 @@ from agent_runtime.workflow_audit import WorkflowAudit
 
 logger = logging.getLogger(__name__)
 Drafter = Callable[[str, dict[str, int], list[str]], str]
-Grader = Callable[[str, dict[str, int]], tuple[rubric.Verdict, list[rubric.CriterionResult]]]
 REPORT_PATH = "reports/publish-candidate.md"
 
 
@@ -44,6 +48,9 @@ class PublishState(TypedDict, total=False):
     criteria: list[dict[str, str]]
     content_hash: str
     stop_reason: str
+    grader: str
+    grader_iteration: int
+    grader_memory: dict[str, Any]
 
 
 def model_drafter(model: BaseChatModel) -> Drafter:
@@ -67,7 +74,7 @@ class PublishNodes:
 
     workspace: Workspace
     drafter: Drafter
-    grader: Grader
+    grader: rubric.Grader
     gate: EffectGate | None
     audit: WorkflowAudit | None
     max_iterations: int
@@ -92,30 +99,54 @@ class PublishNodes:
 
     def grade(self, state: PublishState) -> PublishState:
         if state.get("feedback"):
-            status: str = "needs_revision"
-            criteria = [
-                {"name": "deterministic validation", "verdict": "fail", "gap": p}
-                for p in state["feedback"]
+            problems = state["feedback"]
+            failing = [
+                {"name": "deterministic validation", "verdict": "fail", "gap": p} for p in problems
             ]
-        else:
-            try:
-                verdict, results = self.grader(state["draft"], self._sales())
-            except Exception as exc:
-                logger.exception("the rubric grader failed")
-                return {"rubric_status": "grader_error", "stop_reason": f"the grader failed: {exc}"}
-            status, criteria = verdict, [r.as_dict() for r in results]
+            return self._settle(state, "needs_revision", failing)
+        banned = rubric.forbidden(state["draft"])
+        if banned:
+            gap = "; ".join(banned)
+            failing = [{"name": "no placeholders or broadcasts", "verdict": "fail", "gap": gap}]
+            return self._settle(state, "failed", failing)
+        try:
+            grading = self.grader(
+                state["draft"], self._sales(), memory=state.get("grader_memory", {})
+            )
+        except Exception as exc:
+            logger.exception("the rubric grader failed")
+            return {"rubric_status": "grader_error", "stop_reason": f"the grader failed: {exc}"}
+        criteria = [c.as_dict() for c in grading.criteria]
+        return {
+            **self._settle(state, grading.status, criteria, explanation=grading.explanation),
+            "grader": grading.grader,
+            "grader_iteration": grading.iteration,
+            "grader_memory": dict(grading.memory),
+        }
+
+    def _settle(
+        self,
+        state: PublishState,
+        status: str,
+        criteria: list[dict[str, str]],
+        *,
+        explanation: str = "",
+    ) -> PublishState:
+        """Where a verdict leads: back to the drafter with the gaps, or to a stop."""
         gaps = [c["gap"] for c in criteria if c.get("verdict") == "fail" and c.get("gap")]
-        if status == "needs_revision" and state.get("iterations", 0) >= self.max_iterations:
-            reason = f"still not satisfied after {self.max_iterations} drafts: {'; '.join(gaps)}"
-            return {
-                "rubric_status": "max_iterations_reached",
-                "criteria": criteria,
-                "stop_reason": reason,
-            }
-        if status == "failed":
-            reason = f"the rubric failed the report: {'; '.join(gaps)}"
-            return {"rubric_status": "failed", "criteria": criteria, "stop_reason": reason}
-        return {"rubric_status": status, "criteria": criteria, "feedback": gaps}
+        drafts = state.get("iterations", 0)
+        if status == "needs_revision" and drafts >= self.max_iterations:
+            status = "max_iterations_reached"
+        why = "; ".join(gaps) or explanation
+        reasons = {
+            "max_iterations_reached": f"still not satisfied after {drafts} drafts: {why}",
+            "failed": f"the rubric failed the report: {why}",
+            "grader_error": f"the grader failed: {explanation[:300]}",
+        }
+        if status in reasons:
+            return {"rubric_status": status, "criteria": criteria, "stop_reason": reasons[status]}
+        feedback = gaps or ([explanation] if status == "needs_revision" and explanation else [])
+        return {"rubric_status": status, "criteria": criteria, "feedback": feedback}
 
     @staticmethod
     def after_grade(state: PublishState) -> str:
@@ -139,6 +170,8 @@ class PublishNodes:
                 allowed_decisions=("approve", "reject"),
                 evidence={
                     "rubric_verdict": state.get("rubric_status", ""),
+                    "grader": state.get("grader", ""),
+                    "grader_iteration": state.get("grader_iteration", 0),
                     "criteria": state.get("criteria", []),
                     "content_hash": state.get("content_hash", ""),
                 },
@@ -195,18 +228,21 @@ def build_publish_workflow(
     gate: EffectGate | None = None,
     audit: WorkflowAudit | None = None,
     drafter: Drafter | None = None,
-    grader: Grader | None = None,
+    grader: rubric.Grader | None = None,
     max_iterations: int = 3,
 ) -> CompiledStateGraph:
-    if drafter is None:
-        if model is None or isinstance(model, OfflineChatModel):
-            drafter = rubric.offline_draft
-        else:
-            drafter = model_drafter(model)
+    """With a real ``model`` it drafts and an LLM judge grades; offline both are rules. The
+    checks between them are deterministic either way."""
+    if model is None or isinstance(model, OfflineChatModel):
+        drafter = drafter or rubric.offline_draft
+        grader = grader or rubric.grade_by_rules
+    else:
+        drafter = drafter or model_drafter(model)
+        grader = grader or ModelRubricGrader(model, max_iterations=max_iterations)
     nodes = PublishNodes(
         workspace=workspace,
         drafter=drafter,
-        grader=grader or rubric.grade,
+        grader=grader,
         gate=gate,
         audit=audit,
         max_iterations=max_iterations,

@@ -1,8 +1,9 @@
-"""The publish workflow's checks: deterministic validation and a rubric grader.
+"""The publish workflow's checks: deterministic validation and the offline rubric grader.
 
-Verdicts follow Deep Agents' RubricMiddleware: ``satisfied``, ``needs_revision``, ``failed``,
-plus ``max_iterations_reached`` and ``grader_error`` set by the workflow. Only ``satisfied``
-lets a report go on to human approval.
+Statuses follow Deep Agents' RubricMiddleware: ``satisfied``, ``needs_revision``, ``failed``,
+plus ``max_iterations_reached`` and ``grader_error``. Only ``satisfied`` lets a report go on to
+human approval. With a real model the grader is ``rubric_grader.ModelRubricGrader``; both
+graders answer with a ``Grading``.
 """
 
 from __future__ import annotations
@@ -10,15 +11,28 @@ from __future__ import annotations
 import csv
 import hashlib
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 Verdict = Literal["satisfied", "needs_revision", "failed"]
+RubricStatus = Literal[
+    "satisfied", "needs_revision", "failed", "max_iterations_reached", "grader_error"
+]
 SOURCE_DATA = "data/sales.csv"
 SEED_SALES = "region,amount\nnorth,1200\nsouth,800\neast,450\nwest,950\n"
 REQUIRED_FIELDS = ("# ", "Period:", "Total:")
-_BANNED = ("TODO", "TBD", "lorem ipsum", "<!channel>", "@here")
+_BANNED = (
+    "TODO",
+    "TBD",
+    "lorem ipsum",
+    "<!channel>",
+    "<!here>",
+    "<!everyone>",
+    "@here",
+    "@channel",
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,25 @@ class CriterionResult:
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Grading:
+    """One evaluation of one draft. ``memory`` is the grader's own bookkeeping, which the
+    workflow keeps in its state and hands back with the next draft; ``iteration`` counts the
+    evaluations of this grading run, this one included."""
+
+    status: RubricStatus
+    criteria: tuple[CriterionResult, ...]
+    iteration: int
+    explanation: str = ""
+    grader: str = "rules"
+    memory: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Grader(Protocol):
+    def __call__(self, report: str, sales: dict[str, int], *, memory: Mapping[str, Any]) -> Grading:
+        """Grade ``report`` against the workflow's own rubric."""
 
 
 def load_sales(path: Path) -> dict[str, int]:
@@ -58,6 +91,12 @@ def validate(report: str, sales: dict[str, int]) -> list[str]:
     return problems
 
 
+def forbidden(report: str) -> list[str]:
+    """Placeholder text and Slack broadcasts: found by matching, never left to a model."""
+    lowered = report.lower()
+    return [f"remove {b!r}" for b in _BANNED if b.lower() in lowered]
+
+
 def grade(report: str, sales: dict[str, int]) -> tuple[Verdict, list[CriterionResult]]:
     """The rubric: each criterion passes or fails with the gap to close."""
     lowered = report.lower()
@@ -74,8 +113,8 @@ def grade(report: str, sales: dict[str, int]) -> tuple[Verdict, list[CriterionRe
         ),
         CriterionResult(
             "no placeholders or broadcasts",
-            "pass" if not any(b.lower() in lowered for b in _BANNED) else "fail",
-            "remove placeholder text and @-broadcasts",
+            "fail" if forbidden(report) else "pass",
+            "remove placeholder text and @-broadcasts" if forbidden(report) else "",
         ),
     ]
     if any(c.name == "no placeholders or broadcasts" and c.verdict == "fail" for c in criteria):
@@ -83,6 +122,13 @@ def grade(report: str, sales: dict[str, int]) -> tuple[Verdict, list[CriterionRe
     if all(c.verdict == "pass" for c in criteria):
         return "satisfied", criteria
     return "needs_revision", criteria
+
+
+def grade_by_rules(report: str, sales: dict[str, int], *, memory: Mapping[str, Any]) -> Grading:
+    """The offline grader: ``grade`` with the same shape as the model's grader."""
+    verdict, criteria = grade(report, sales)
+    count = int(memory.get("evaluations", 0)) + 1
+    return Grading(verdict, tuple(criteria), count, memory={"evaluations": count})
 
 
 def offline_draft(request: str, sales: dict[str, int], feedback: list[str]) -> str:

@@ -205,7 +205,12 @@ def _evidence(evidence: dict[str, Any]) -> str:
     """What the checks found, as the workflow reported it (agent data: escaped)."""
     lines = ["*Evidence*"]
     if evidence.get("rubric_verdict"):
-        lines.append(f"Rubric verdict: {verbatim(str(evidence['rubric_verdict']), 60)}")
+        line = f"Rubric verdict: {verbatim(str(evidence['rubric_verdict']), 60)}"
+        if evidence.get("grader"):
+            line += f"  ·  graded by {verbatim(str(evidence['grader']), 20)}"
+        if type(evidence.get("grader_iteration")) is int and evidence["grader_iteration"] > 0:
+            line += f", evaluation {evidence['grader_iteration']}"
+        lines.append(line)
     for item in list(evidence.get("criteria") or [])[:10]:
         if not isinstance(item, dict):
             continue

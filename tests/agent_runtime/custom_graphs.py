@@ -107,7 +107,7 @@ def stubborn_publish(checkpointer, **offers):  # type: ignore[no-untyped-def]
 def broken_grader_publish(checkpointer, **offers):  # type: ignore[no-untyped-def]
     from agent_runtime.agents.publish_workflow import build_publish_workflow
 
-    def grader(report, sales):  # type: ignore[no-untyped-def]
+    def grader(report, sales, *, memory):  # type: ignore[no-untyped-def]
         raise RuntimeError("grader model unavailable")
 
     return build_publish_workflow(checkpointer, workspace=offers["workspace"], grader=grader)
@@ -237,3 +237,53 @@ def effect_in_a_node(checkpointer, **_offers):  # type: ignore[no-untyped-def]
     graph.add_edge(START, "act")
     graph.add_edge("act", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+# The publish workflow with a scripted LLM grader (a real model's path, without a provider).
+LLM_GRADERS: list[Any] = []
+
+
+def _llm_graded_publish(script: list[Any], *, wrong_first_total: bool = False):  # type: ignore[no-untyped-def]
+    def factory(checkpointer, **offers):  # type: ignore[no-untyped-def]
+        from agent_runtime.agents import rubric
+        from agent_runtime.agents.publish_workflow import build_publish_workflow
+        from tests.agent_runtime.scripted_grader import ScriptedGrader
+
+        def drafter(request, sales, feedback):  # type: ignore[no-untyped-def]
+            text = rubric.offline_draft(request, sales, feedback)
+            if wrong_first_total and not feedback:
+                return text.replace(f"Total: {sum(sales.values())}", "Total: 1")
+            return text
+
+        grader = ScriptedGrader(script=list(script))
+        LLM_GRADERS.append(grader)
+        return build_publish_workflow(
+            checkpointer,
+            workspace=offers["workspace"],
+            model=grader,
+            drafter=drafter,
+            gate=offers.get("gate"),
+            audit=offers.get("audit"),
+        )
+
+    return factory
+
+
+def _scripts():  # type: ignore[no-untyped-def]
+    from tests.agent_runtime.scripted_grader import NEEDS_SUMMARY, SATISFIED, verdict
+
+    refused = verdict("failed", explanation="the rubric cannot be applied to this report")
+    return {
+        "revise_then_satisfied": [NEEDS_SUMMARY, SATISFIED],
+        "satisfied": [SATISFIED],
+        "failed": [refused],
+        "never_satisfied": [NEEDS_SUMMARY] * 3,
+        "unavailable": [RuntimeError("provider unavailable")],
+    }
+
+
+llm_revise_then_satisfied = _llm_graded_publish(_scripts()["revise_then_satisfied"])
+llm_failed = _llm_graded_publish(_scripts()["failed"])
+llm_never_satisfied = _llm_graded_publish(_scripts()["never_satisfied"])
+llm_unavailable = _llm_graded_publish(_scripts()["unavailable"])
+llm_after_a_wrong_total = _llm_graded_publish(_scripts()["satisfied"], wrong_first_total=True)

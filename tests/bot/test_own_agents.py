@@ -14,7 +14,9 @@ from agent_runtime.errors import AgentLoadError
 from agent_runtime.graph_runtime import resolve_model
 from bot.sandbox import people
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
+from bot.text import verbatim
 from examples import plain_graph
+from tests.agent_runtime.scripted_grader import REGIONS, SUMMARY
 from tests.bot.flows import button, result_message, start_run
 
 
@@ -60,6 +62,30 @@ def test_the_publish_card_shows_verdict_criteria_and_hash(serve_bot, sqlite_url)
     for reviewer in (people.RELEASE_MANAGER, people.RELEASE_MANAGER_2):
         h.driver.click(user=reviewer, message=card, button=button(card, "Approve"))
     assert "Report published" in result_message(h, root).text
+
+
+def test_with_a_model_the_card_shows_the_llm_judges_verdict_per_criterion(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url, agent="tests.agent_runtime.custom_graphs:llm_revise_then_satisfied")
+    root, card = start_run(h, "Weekly sales report")
+    evidence = next(t for t in block_texts(card.blocks) if t.startswith("*Evidence*"))
+    assert evidence.splitlines()[1:4] == [
+        "Rubric verdict: `satisfied`  ·  graded by `model`, evaluation 2",
+        f":white_check_mark: {verbatim(SUMMARY, 120)}",
+        f":white_check_mark: {verbatim(REGIONS, 120)}",
+    ]
+    for reviewer in (people.RELEASE_MANAGER, people.RELEASE_MANAGER_2):
+        h.driver.click(user=reviewer, message=card, button=button(card, "Approve"))
+    assert "Report published" in result_message(h, root).text
+
+
+def block_texts(blocks: list[dict]) -> list[str]:  # type: ignore[type-arg]
+    found = []
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict):
+            found.append(str(text.get("text", "")))
+        found += block_texts([e for e in block.get("elements", []) if isinstance(e, dict)])
+    return found
 
 
 @pytest.mark.parametrize(
