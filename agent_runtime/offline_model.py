@@ -18,6 +18,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from agent_runtime.revisions import REVISE_HINT
+
 _TOOL_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\{.*\})\s*$")
 _KEYWORD_RULES: tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...] = (
     (("publish",), "publish_report", {"path": "reports/weekly.md"}),
@@ -77,6 +79,9 @@ class OfflineChatModel(BaseChatModel):
 
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         if messages and isinstance(messages[-1], ToolMessage):
+            revised = _revised_calls(messages)
+            if revised:
+                return AIMessage(content="", tool_calls=revised)
             return AIMessage(content=_summarise(messages))
         request = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
         text = request.text if request is not None else ""
@@ -93,14 +98,52 @@ class OfflineChatModel(BaseChatModel):
         )
 
 
-def _summarise(messages: list[BaseMessage]) -> str:
+_OBJECT = re.compile(r"\{.*\}", re.S)
+
+
+def _revised_calls(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """A rejection that may be revised, whose reason carries a JSON object (``use {"recipient":
+    "ops@example.com"}``): the same call with those arguments changed. Deterministic, like the
+    rest of this model; a real model reads the reason in words."""
+    calls = {
+        call["id"]: call
+        for message in messages
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+    }
+    revised: list[dict[str, Any]] = []
+    for result in _trailing_results(messages):
+        reason, hint, _rest = str(result.content).partition(REVISE_HINT)
+        fix = _OBJECT.search(reason) if hint else None
+        original = calls.get(result.tool_call_id)
+        if fix is None or original is None:
+            continue
+        try:
+            changes = json.loads(fix.group(0))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(changes, dict):
+            args = {**original["args"], **changes}
+            digest = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:8]
+            call_id = f"call_rev_{digest}_{len(revised)}"
+            revised.append(
+                {"name": original["name"], "args": args, "id": call_id, "type": "tool_call"}
+            )
+    return revised
+
+
+def _trailing_results(messages: list[BaseMessage]) -> list[ToolMessage]:
     results: list[ToolMessage] = []
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             break
         results.append(message)
+    return list(reversed(results))
+
+
+def _summarise(messages: list[BaseMessage]) -> str:
     lines = []
-    for result in reversed(results):
+    for result in _trailing_results(messages):
         marker = "failed" if result.status == "error" else "done"
         lines.append(f"- {result.name or 'tool'} {marker}: {str(result.content)[:300]}")
     return "Summary of the actions:\n" + "\n".join(lines)

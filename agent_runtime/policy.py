@@ -61,6 +61,9 @@ class Defaults(_Strict):
     remind_after: Duration | None = dt.timedelta(hours=1)
     escalation_channel: ChannelId | None = None
     notify: Notify = "mention"
+    max_revisions: int = Field(default=2, ge=0, le=10)
+    """How many corrected calls an agent may propose after a tool's call is rejected in one
+    run; one more is refused by the policy without asking anyone."""
 
 
 Scalar = str | int | float | bool | None
@@ -128,6 +131,8 @@ class ToolRule(_Strict):
     constraints: dict[str, ArgConstraint] | None = None
     """Per argument: allowed values, a pattern, allowed domains, a length limit, or locked (an
     edit may not change it). Checked on the call as proposed and again on every edit."""
+    max_revisions: int | None = Field(default=None, ge=0, le=10)
+    """Overrides ``defaults.max_revisions`` for this tool."""
     redact: tuple[str, ...] = ()
     """Arguments kept out of the audit log (a secret a reviewer may see but an export must
     not hold); the action hash still covers their real values."""
@@ -295,6 +300,10 @@ class Policy(_Strict):
         if not rule.approvers:
             return rule.model_copy(update={"approvers": self.approver_roles})
         return rule
+
+    def max_revisions_for(self, tool_name: str) -> int:
+        chosen = self.rule_for(tool_name).max_revisions
+        return chosen if chosen is not None else self.defaults.max_revisions
 
     def rule_for_review(self, tool_name: str, kind: str | None) -> ToolRule:
         """The tool's rule, with the approvers (and risk, sign-offs) of its review kind when

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from agent_runtime.catalog import ArgsState, ToolCatalog, ToolVersions
 from agent_runtime.constraints import violations
 from agent_runtime.policy import Policy, ToolRule
+from agent_runtime.revisions import REVISION, over_the_limit, revision_of
 from agent_runtime.wire import ActionSpec, PendingInterrupt, action_hash, canonical_json
 from store.models import Action, ApprovalRequest, Run, new_id
 from store.statuses import ActionOutcome, RequestStatus
@@ -50,7 +51,10 @@ def build_request(
     tool_call_ids: list[str | None],
     taken_operations: Collection[str] = (),
     subagent: str | None = None,
+    rejected: Sequence[Action] = (),
 ) -> tuple[ApprovalRequest, list[Action]]:
+    """``rejected``: the run's calls reviewers rejected so far (a new call of the same tool is
+    their revision, shown as such and bounded by the policy)."""
     expires_at = now + policy.expires_after(a.name for a in pending.actions)
     remind_after = policy.defaults.remind_after
     remind_at = now + remind_after if remind_after else None
@@ -72,7 +76,7 @@ def build_request(
     taken = set(taken_operations)
     actions = []
     for position, (spec, call_id) in enumerate(zip(pending.actions, tool_call_ids, strict=True)):
-        action = _action(run, spec, policy=policy, catalog=catalog, taken=taken)
+        action = _action(run, spec, policy=policy, catalog=catalog, taken=taken, rejected=rejected)
         action.position, action.tool_call_id = position, call_id
         if subagent:
             action.extra = {**(action.extra or {}), "subagent": subagent}
@@ -117,7 +121,13 @@ def _review_channel(policy: Policy, actions: list[Action]) -> str | None:
 
 
 def _action(
-    run: Run, spec: ActionSpec, *, policy: Policy, catalog: ToolCatalog, taken: set[str]
+    run: Run,
+    spec: ActionSpec,
+    *,
+    policy: Policy,
+    catalog: ToolCatalog,
+    taken: set[str],
+    rejected: Sequence[Action],
 ) -> Action:
     kind = (spec.extra or {}).get("review_kind")
     rule = policy.rule_for_review(spec.name, str(kind) if kind else None)
@@ -128,7 +138,11 @@ def _action(
         # Not what the tool accepts: it can be fixed by an edit or rejected, never approved.
         extra["schema_errors"] = catalog.errors(spec.name, spec.args)
         offered = [d for d in offered if d != "approve"]
-    veto = _veto(rule, args)  # constraints apply whether or not the call needs a review
+    revision = revision_of(spec.name, rejected) if rule.gated else None
+    if revision is not None:
+        extra[REVISION] = revision
+    # Constraints apply whether or not the call needs a review; so does the revision limit.
+    veto = _veto(rule, args) or over_the_limit(revision, policy.max_revisions_for(spec.name))
     exempt = not veto and state is ArgsState.VALID and not rule.applies_to(args)
     if veto:
         extra[POLICY_VETO] = veto

@@ -23,6 +23,7 @@ from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, drift, version_drift
+from agent_runtime.revisions import rejection_for_agent, revisions_left
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
@@ -53,7 +54,7 @@ class Resumed:
 NOTHING = Resumed()
 
 
-def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
+def _resume_decisions(request: ApprovalRequest, policy: Policy) -> list[ResumeDecision]:
     decisions = []
     for action in request.actions:
         last = action.decisions[-1] if action.decisions else None
@@ -66,7 +67,14 @@ def _resume_decisions(request: ApprovalRequest) -> list[ResumeDecision]:
             decisions.append(ResumeDecision(type="reject", message=EXPIRED_MESSAGE))
         elif action.outcome == ActionOutcome.REJECTED and veto:
             decisions.append(ResumeDecision(type="reject", message=f"Refused by policy: {veto}"))
-        elif action.outcome in (ActionOutcome.REJECTED, ActionOutcome.RESPONDED) and last:
+        elif action.outcome == ActionOutcome.REJECTED and last:
+            message = rejection_for_agent(
+                tool_name=action.tool_name,
+                reason=last.message or "",
+                revisions_left=revisions_left(action, policy),
+            )
+            decisions.append(ResumeDecision(type=last.type, message=message))
+        elif action.outcome == ActionOutcome.RESPONDED and last:
             decisions.append(ResumeDecision(type=last.type, message=last.message))
         else:
             raise InvalidDecisions(f"{action.tool_name} has no final decision ({action.outcome})")
@@ -115,7 +123,7 @@ class Resumer:
         try:
             with self.claims.kept(request_id):
                 if pending is not None:
-                    command = build_resume(pending, _resume_decisions(request))
+                    command = build_resume(pending, _resume_decisions(request, self.policy))
                     self.runtime.invoke(command, request.run_id)
                 elif before.next and not before.interrupts:
                     self.runtime.invoke(None, request.run_id)  # finish the interrupted step

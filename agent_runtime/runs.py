@@ -167,6 +167,7 @@ class RunLifecycle:
                 tool_call_ids=tool_call_ids(messages, pending),
                 taken_operations=repo.operation_ids(run_id),
                 subagent=subagent_of(messages, pending),
+                rejected=repo.rejected_by_reviewers(run_id),
             )
             repo.add(request, actions)
             RunRepository(s).set_status(run, RunStatus.WAITING)

@@ -15,7 +15,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from store import pending_slots
 from store.audit_log import AuditRepository
 from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
-from store.statuses import OPEN_REQUEST, RequestStatus
+from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
 
 # The audit log's repository lives beside its chain; callers find every repository here.
 __all__ = ["ApprovalRepository", "AuditRepository", "DecisionRepository", "RunRepository"]
@@ -162,6 +162,17 @@ class ApprovalRepository:
             .where(ApprovalRequest.run_id == run_id)
         )
         return set(self.session.scalars(stmt))
+
+    def rejected_by_reviewers(self, run_id: str) -> list[Action]:
+        """This run's actions a reviewer rejected (not the policy), oldest first: the calls a
+        revision may answer."""
+        stmt = (
+            select(Action)
+            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+            .where(ApprovalRequest.run_id == run_id, Action.outcome == ActionOutcome.REJECTED)
+            .order_by(ApprovalRequest.created_at, Action.position)
+        )
+        return [a for a in self.session.scalars(stmt) if a.decisions]
 
     def open_for_run(self, run_id: str, *, for_update: bool = False) -> list[ApprovalRequest]:
         """``for_update``: lock their rows (in id order, so two lockers never deadlock) and

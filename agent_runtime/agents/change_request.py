@@ -28,7 +28,8 @@ from agent_runtime.workflow_audit import workflow_audit
 
 SYSTEM_PROMPT = (
     "You carry out change requests in the project workspace. Use the tools; risky ones are "
-    "reviewed by people in Slack before they run. If a tool call is rejected, do not retry it."
+    "reviewed by people in Slack before they run. If a call is rejected, read the reviewer's "
+    "reason: propose one corrected call only if it addresses the reason, else stop."
 )
 RELEASE_COORDINATOR = "release-coordinator"
 

@@ -5,7 +5,8 @@ agent looked at."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -33,20 +34,35 @@ class UnreviewedCallAudit(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         result = handler(request)
-        call = request.tool_call
-        if not self.policy.rule_for(call["name"]).gated:
-            status = result.status if isinstance(result, ToolMessage) else "success"
-            self.audit(
-                request.runtime.config,
-                UNREVIEWED_EVENT,
-                {
-                    "tool": call["name"],
-                    "tool_call_id": call.get("id"),
-                    "args": {k: _short(v) for k, v in (call.get("args") or {}).items()},
-                    "status": status,
-                },
-            )
+        self._record(request, result)
         return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """The same, for graphs run asynchronously (LangGraph Server): the store is written
+        off the event loop."""
+        result = await handler(request)
+        await asyncio.to_thread(self._record, request, result)
+        return result
+
+    def _record(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> None:
+        call = request.tool_call
+        if self.policy.rule_for(call["name"]).gated:
+            return
+        status = result.status if isinstance(result, ToolMessage) else "success"
+        self.audit(
+            request.runtime.config,
+            UNREVIEWED_EVENT,
+            {
+                "tool": call["name"],
+                "tool_call_id": call.get("id"),
+                "args": {k: _short(v) for k, v in (call.get("args") or {}).items()},
+                "status": status,
+            },
+        )
 
 
 def _short(value: Any) -> Any:

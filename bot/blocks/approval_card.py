@@ -6,6 +6,7 @@ import datetime as dt
 import re
 from typing import Any
 
+from agent_runtime.revisions import REVISION
 from agent_runtime.views import ActionView, ApprovalView
 from bot.blocks.arguments import args_markup, edit_diff
 from bot.blocks.card_buttons import (
@@ -159,6 +160,9 @@ def _action_blocks(
         first["fields"] = fields
     blocks = [{"type": "divider"}, first]
     blocks += _problems(action.extra or {})
+    revision = (action.extra or {}).get(REVISION)
+    if isinstance(revision, dict):
+        blocks.append(_section(_revision(action, revision)))
     evidence = (action.extra or {}).get("evidence")
     if isinstance(evidence, dict) and evidence:
         blocks.append(_section(_evidence(evidence)))
@@ -222,6 +226,18 @@ def _evidence(evidence: dict[str, Any]) -> str:
     if evidence.get("content_hash"):
         lines.append(f"Content hash (sha256): {verbatim(str(evidence['content_hash']), 66)}")
     return "\n".join(lines)
+
+
+def _revision(action: ActionView, revision: dict[str, Any]) -> str:
+    """A corrected call: which rejection it answers, and what changed since the rejected one."""
+    reason = str(revision.get("reason") or "")
+    said = f" The reviewer said: {verbatim(reason, 500)}" if reason else ""
+    earlier = revision.get("args")
+    before: dict[str, Any] = earlier if isinstance(earlier, dict) else {}
+    return (
+        f"*Revision {int(revision.get('number', 1))}* of a call a reviewer rejected.{said}\n"
+        f"*Changed since the rejected call* (before → after)\n{edit_diff(before, action.args)}"
+    )
 
 
 def _rules(action: ActionView) -> str:
