@@ -8,6 +8,7 @@ from typing import Any
 
 from agent_runtime.revisions import REVISION
 from agent_runtime.views import ActionView, ApprovalView
+from bot.blocks.action_notes import context, evidence_text, problems, revision_text, section
 from bot.blocks.arguments import args_markup, edit_diff
 from bot.blocks.card_buttons import (
     action_buttons,
@@ -52,7 +53,7 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
     ``workspace_url`` (from auth.test) turns the run id into a link to the run's thread."""
     head: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _header(approval)}},
-        _section(
+        section(
             f"*Requested by* {mention(approval.requester_id)}"
             + (
                 f"  ·  *Environment:* {mrkdwn(approval.environment, 64)}"
@@ -63,7 +64,7 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
         ),
     ]
     if approval.away_from_run:
-        head.append(_context(_origin(approval, workspace_url)))
+        head.append(context(_origin(approval, workspace_url)))
     compact = len(approval.actions) > FULL_ACTIONS
     body: list[dict[str, Any]] = []
     tail = _tail(approval, workspace_url, bulk=approve_all_row(approval))
@@ -79,7 +80,7 @@ def approval_card(approval: ApprovalView, *, workspace_url: str | None = None) -
         # Nothing is approved unseen: no bulk approval over actions this card cannot show.
         tail = _tail(approval, workspace_url, bulk=review_all_row(approval))
         body.append(
-            _context(
+            context(
                 f"{hidden} more actions do not fit on this card. Use *Review all actions* to "
                 "read and decide each of them."
             )
@@ -92,16 +93,16 @@ def _tail(
 ) -> list[dict[str, Any]]:
     tail: list[dict[str, Any]] = []
     if approval.status == "cancelled":
-        tail.append(_section(_cancelled_line(approval)))
+        tail.append(section(_cancelled_line(approval)))
     elif approval.status != "pending" and approval.outcome:
-        tail.append(_section(f"*Outcome:* {verbatim(approval.outcome, 1000)}"))
+        tail.append(section(f"*Outcome:* {verbatim(approval.outcome, 1000)}"))
     if approval.status == "pending":
         rows = [
             bulk,
             cancel_run_row(approval.run, block_id=f"{BlockId.RUN_ROW_PREFIX}{approval.id}"),
         ]
         tail.extend(row for row in rows if row is not None)
-    return [*tail, {"type": "divider"}, _context(_footer(approval, workspace_url))]
+    return [*tail, {"type": "divider"}, context(_footer(approval, workspace_url))]
 
 
 def _cancelled_line(approval: ApprovalView) -> str:
@@ -155,89 +156,39 @@ def _action_blocks(
 ) -> list[dict[str, Any]]:
     code, fields, truncated = args_markup(action.args)
     preview = (action.extra or {}).get("preview")
-    first: dict[str, Any] = _section(_title(action) + (f"\n{code}" if code else ""))
+    first: dict[str, Any] = section(_title(action) + (f"\n{code}" if code else ""))
     if fields:
         first["fields"] = fields
     blocks = [{"type": "divider"}, first]
-    blocks += _problems(action.extra or {})
+    blocks += problems(action.extra or {})
     revision = (action.extra or {}).get(REVISION)
     if isinstance(revision, dict):
-        blocks.append(_section(_revision(action, revision)))
+        blocks.append(section(revision_text(action, revision)))
     evidence = (action.extra or {}).get("evidence")
     if isinstance(evidence, dict) and evidence:
-        blocks.append(_section(_evidence(evidence)))
+        blocks.append(section(evidence_text(evidence)))
     if preview and not compact:
-        blocks.append(_section("*Preview*\n" + code_block(str(preview), 1500)))
+        blocks.append(section("*Preview*\n" + code_block(str(preview), 1500)))
         truncated |= len(str(preview)) > 1400
     # An edit is shown as a diff that may be cut: the whole edited version is one click away.
     truncated |= action.edited_args is not None
     if action.edited_args is not None:
         blocks.append(
-            _section(
+            section(
                 f"*Edited arguments* (before → after)\n{edit_diff(action.args, action.edited_args)}"
             )
         )
     notes = [_rules(action), _decided_line(action), _progress(approval, action)]
     if compact:
-        blocks.append(_context("\n".join(n for n in notes if n)))
+        blocks.append(context("\n".join(n for n in notes if n)))
     else:
-        blocks += [_context(notes[0])]
-        blocks += [_section(notes[1])] if notes[1] else []
-        blocks += [_context(notes[2])] if notes[2] else []
+        blocks += [context(notes[0])]
+        blocks += [section(notes[1])] if notes[1] else []
+        blocks += [context(notes[2])] if notes[2] else []
     buttons = action_buttons(approval, action, truncated=truncated or bool(preview and compact))
     if buttons:
         blocks.append(buttons)
     return blocks
-
-
-def _problems(extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the policy or the tool's schema found wrong with the call as the agent made it."""
-    found = []
-    if extra.get("policy_violation"):
-        violation = verbatim(str(extra["policy_violation"]), 900)
-        found.append(_section(f":no_entry: *Refused by the policy:* {violation}"))
-    errors = extra.get("schema_errors")
-    if isinstance(errors, dict) and errors:
-        lines = "; ".join(
-            f"{verbatim(str(k), 80)}: {verbatim(str(v), 200)}" for k, v in errors.items()
-        )
-        found.append(_context(f":warning: Not valid for the tool: {lines}"))
-    return found
-
-
-def _evidence(evidence: dict[str, Any]) -> str:
-    """What the checks found, as the workflow reported it (agent data: escaped)."""
-    lines = ["*Evidence*"]
-    if evidence.get("rubric_verdict"):
-        line = f"Rubric verdict: {verbatim(str(evidence['rubric_verdict']), 60)}"
-        if evidence.get("grader"):
-            line += f"  ·  graded by {verbatim(str(evidence['grader']), 20)}"
-        if type(evidence.get("grader_iteration")) is int and evidence["grader_iteration"] > 0:
-            line += f", evaluation {evidence['grader_iteration']}"
-        lines.append(line)
-    for item in list(evidence.get("criteria") or [])[:10]:
-        if not isinstance(item, dict):
-            continue
-        mark = ":white_check_mark:" if item.get("verdict") == "pass" else ":x:"
-        line = f"{mark} {verbatim(str(item.get('name', '')), 120)}"
-        if item.get("gap"):
-            line += f": {verbatim(str(item['gap']), 200)}"
-        lines.append(line)
-    if evidence.get("content_hash"):
-        lines.append(f"Content hash (sha256): {verbatim(str(evidence['content_hash']), 66)}")
-    return "\n".join(lines)
-
-
-def _revision(action: ActionView, revision: dict[str, Any]) -> str:
-    """A corrected call: which rejection it answers, and what changed since the rejected one."""
-    reason = str(revision.get("reason") or "")
-    said = f" The reviewer said: {verbatim(reason, 500)}" if reason else ""
-    earlier = revision.get("args")
-    before: dict[str, Any] = earlier if isinstance(earlier, dict) else {}
-    return (
-        f"*Revision {int(revision.get('number', 1))}* of a call a reviewer rejected.{said}\n"
-        f"*Changed since the rejected call* (before → after)\n{edit_diff(before, action.args)}"
-    )
 
 
 def _rules(action: ActionView) -> str:
@@ -329,11 +280,3 @@ def _fallback(approval: ApprovalView) -> str:
 
 def _when(at: dt.datetime) -> str:
     return f"<!date^{int(at.timestamp())}^{{time}}|{at.strftime('%H:%M UTC')}>"
-
-
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, 3000) or " "}}
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, 3000) or " "}]}
