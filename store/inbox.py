@@ -21,6 +21,11 @@ INBOX_CHANNEL = "approval_inbox"
 """The PostgreSQL NOTIFY channel workers LISTEN on."""
 
 
+def notified_by(payload: str) -> str:
+    """The ``origin`` that stored the items a NOTIFY announces ("" if none was given)."""
+    return payload.partition(" ")[0]
+
+
 def _queued() -> ColumnElement[bool]:
     return InboxItem.status == InboxStatus.QUEUED
 
@@ -54,8 +59,12 @@ class InboxRepository:
         assert item is not None
         return item
 
-    def add_many(self, items: list[tuple[InboxKind, dict[str, Any]]]) -> list[int]:
-        """Queue several items in this transaction (one insert, one NOTIFY); their ids."""
+    def add_many(
+        self, items: list[tuple[InboxKind, dict[str, Any]]], *, origin: str = ""
+    ) -> list[int]:
+        """Queue several items in this transaction (one insert, one NOTIFY); their ids.
+        ``origin`` (no spaces) rides on the NOTIFY: the process that stored the items has
+        woken its own worker already, and its listener need not wake a second one."""
         now = utcnow()
         rows = [
             InboxItem(
@@ -68,7 +77,7 @@ class InboxRepository:
         if self._postgres and rows:
             self.session.execute(
                 text("SELECT pg_notify(:channel, :id)"),
-                {"channel": INBOX_CHANNEL, "id": str(rows[-1].id)},
+                {"channel": INBOX_CHANNEL, "id": f"{origin} {rows[-1].id}"},
             )
         return [row.id for row in rows]
 
