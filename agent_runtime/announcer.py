@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from agent_runtime.digests import DigestPoster
 from agent_runtime.faults import fault_point
@@ -124,6 +127,27 @@ class Announcer:
             now = approval_view(request) if request is not None else None
         if now is not None and now.status != view.status:
             self.show_card(now)
+
+    @contextmanager
+    def showing_card(self, view: ApprovalView) -> Iterator[None]:
+        """Update the card while the body runs (a resume), not before it: the reviewer's
+        result then waits on no Slack call but the last. Whichever of the two updates reaches
+        Slack last, the card ends right: an update drawn before the request moved on is drawn
+        again (``show_card``). Waits for the update before leaving."""
+        updater = threading.Thread(
+            target=self._show_card_logged, args=(view,), name=f"card-{view.id}", daemon=True
+        )
+        updater.start()
+        try:
+            yield
+        finally:
+            updater.join()
+
+    def _show_card_logged(self, view: ApprovalView) -> None:
+        try:
+            self.show_card(view)
+        except Exception:  # the card is out of date at worst: ``repair_cards`` redraws it
+            logger.exception("could not update the card of %s; it is repaired later", view.id)
 
     def retry_card_posts(self, *, created_before: dt.datetime) -> int:
         """Cards that never got a reference, under the run's thread lock, which the first poster

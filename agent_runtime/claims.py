@@ -39,9 +39,14 @@ class Claims:
         self.lease = lease
         self.owner = owner or process_owner()
 
-    def claim(self, session: Session, request_id: str) -> bool:
-        """pending -> resuming, in the caller's transaction; true for exactly one caller."""
-        return ApprovalRepository(session).claim(request_id, owner=self.owner, lease=self.lease)
+    def claim(
+        self, session: Session, request_id: str, *, loaded: ApprovalRequest | None = None
+    ) -> bool:
+        """pending -> resuming, in the caller's transaction; true for exactly one caller.
+        ``loaded``: the caller's copy of the request, updated to match."""
+        return ApprovalRepository(session).claim(
+            request_id, owner=self.owner, lease=self.lease, loaded=loaded
+        )
 
     def held(self, request: ApprovalRequest) -> bool:
         """Whether this process holds the request's claim (and may resume it)."""

@@ -153,7 +153,7 @@ class DecisionRecorder:
             action = (
                 next((a for a in request.actions if a.id == action_id), None) if request else None
             )
-            redone = self._redone(s, request, action, attempt)
+            redone = self._redone(request, action, attempt)
             if redone is not None:
                 return redone
             refusal = (
@@ -176,9 +176,10 @@ class DecisionRecorder:
                 else None
             )
             _apply(s, request, action, attempt, normalized_edit=normalized, policy=self.policy)
-            claimed = all(a.outcome for a in request.actions) and self.claims.claim(s, request.id)
+            claimed = all(a.outcome for a in request.actions) and self.claims.claim(
+                s, request.id, loaded=request
+            )
             if claimed:
-                request.status = RequestStatus.RESUMING
                 AuditRepository(s).record(
                     "resume_claimed",
                     run_id=request.run_id,
@@ -196,14 +197,15 @@ class DecisionRecorder:
 
     @staticmethod
     def _redone(
-        s: Session, request: ApprovalRequest | None, action: Action | None, attempt: Attempt
+        request: ApprovalRequest | None, action: Action | None, attempt: Attempt
     ) -> DecisionResult | None:
         """This very attempt recorded its decision before a crash: record nothing again and
         claim nothing. Past pending, resuming it (or repairing its card) is recovery's job."""
         key = attempt.attempt_key
         if request is None or action is None or key is None:
             return None
-        if DecisionRepository(s).by_attempt(action.id, key) is None:
+        # The request's decisions were read under its row lock: every one committed is there.
+        if not any(d.attempt_key == key for d in action.decisions):
             return None
         shown = approval_view(request) if request.status == RequestStatus.PENDING else None
         return DecisionResult(refusal=None, approval=shown)

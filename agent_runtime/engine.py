@@ -331,10 +331,12 @@ class ApprovalEngine:
             self.announcer.show_card(current)
         if result.approval is not None:
             fault_point("after_decision")
-            self.announcer.show_card(result.approval)
             if result.completed:
-                self._resume(result.approval.id, run_id=result.approval.run.id)
-            elif ping and result.progressed:
+                with self.announcer.showing_card(result.approval):
+                    self._resume(result.approval.id, run_id=result.approval.run.id)
+                return result
+            self.announcer.show_card(result.approval)
+            if ping and result.progressed:
                 self.ping_reviewers(
                     result.approval.id, action_ids=result.progressed, after=actor.user_id
                 )

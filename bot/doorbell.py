@@ -1,10 +1,11 @@
 """Waking inbox workers without a stampede.
 
-Every stored click rings once (and, on PostgreSQL, its NOTIFY rings once more). A ring wakes
-one idle worker, not all of them: each woken worker opens a claiming transaction, and waking
-eight workers for one click cost seven empty transactions. A ring nobody was waiting for is
-kept (up to ``keep``), so a worker that was busy when it rang still looks; a worker that finds
-an item goes on claiming until there is none, so a burst needs no more rings than workers.
+Every stored click rings once in the process that stored it (on PostgreSQL, its NOTIFY rings
+in the other processes). A ring wakes one idle worker, not all of them: each woken worker opens a
+claiming transaction, and waking eight workers for one click cost seven empty transactions. A
+ring nobody was waiting for is kept (up to ``keep``), so a worker that was busy when it rang
+still looks; a worker that finds an item goes on claiming until there is none, so a burst needs
+no more rings than workers.
 """
 
 from __future__ import annotations

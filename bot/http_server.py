@@ -4,14 +4,14 @@ the same waitress server serves the admin port on its own in every mode."""
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from slack_bolt.request.internals import parse_body
+from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
 from slack_sdk.signature import SignatureVerifier
 from waitress.server import TcpWSGIServer, create_server
 
@@ -29,9 +29,9 @@ class Frontend:
 
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
-        self.slack = SlackRequestHandler(bot.app, path="/slack/events")
         secret = bot.settings.slack_signing_secret
-        self.verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
+        verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
+        self.slack = _CheckedHandler(bot.app, verifier=verifier)
         self.admin = AdminApp(bot)
         flow = bot.app.oauth_flow
         self.oauth_paths = (flow.install_path, flow.redirect_uri_path) if flow else ()
@@ -58,8 +58,6 @@ class Frontend:
         """Bolt parses the body after checking the signature; a signed body it cannot parse
         (not an object, no payload, wrong types) is the sender's error, not ours: 400."""
         try:
-            if self._malformed(environ):
-                return self._refuse(start_response)
             return self.slack(environ, start_response)
         except Exception:
             logger.warning("malformed Slack request refused", exc_info=True)
@@ -69,25 +67,31 @@ class Frontend:
         self.bot.services.metrics.inc("malformed_requests")
         return _reply(start_response, "400 Bad Request", "malformed request\n")
 
-    def _malformed(self, environ: dict[str, Any]) -> bool:
-        """A signed body whose shape Bolt's own middleware would trip over (e.g. an event that
-        is not an object) is refused here, before Bolt sees it. Unsigned bodies go on to Bolt,
-        which answers 401; the body is put back for it."""
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        raw = environ["wsgi.input"].read(length) if length > 0 else b""
-        environ["wsgi.input"] = io.BytesIO(raw)
-        headers = {
-            "x-slack-request-timestamp": str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")),
-            "x-slack-signature": str(environ.get("HTTP_X_SLACK_SIGNATURE", "")),
-        }
-        if not self.verifier.is_valid_request(raw, headers):
-            return False
+
+class _CheckedHandler(SlackRequestHandler):
+    """Bolt's WSGI handler, refusing a signed body whose shape Bolt's own middleware would trip
+    over (e.g. an event that is not an object) before Bolt's middleware sees it. The body is
+    parsed once, for both; the signature is checked here only for a body that fails."""
+
+    def __init__(self, app: App, *, verifier: SignatureVerifier) -> None:
+        super().__init__(app, path="/slack/events")
+        self.verifier = verifier
+
+    def dispatch(self, request: WsgiHttpRequest) -> BoltResponse:
+        bolt_request = BoltRequest(
+            body=request.get_body(), query=request.query_string, headers=request.get_headers()
+        )
         try:
-            parse_payload(parse_body(raw.decode("utf-8"), environ.get("CONTENT_TYPE")))
+            parse_payload(bolt_request.body)
         except (MalformedPayload, ValueError):
-            logger.warning("malformed signed Slack request refused", exc_info=True)
-            return True
-        return False
+            if self._signed(bolt_request):
+                raise  # the sender's error: 400 (unsigned, Bolt answers 401)
+        return self.app.dispatch(bolt_request)
+
+    def _signed(self, bolt_request: BoltRequest) -> bool:
+        names = ("x-slack-request-timestamp", "x-slack-signature")
+        headers = {name: (bolt_request.headers.get(name) or [""])[0] for name in names}
+        return self.verifier.is_valid_request(bolt_request.raw_body, headers)
 
 
 def _reply(

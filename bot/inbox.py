@@ -31,7 +31,7 @@ from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
 from bot.metrics import clicked_at
 from bot.services import BotServices
 from bot.work import Work
-from store.inbox import INBOX_CHANNEL, InboxRepository
+from store.inbox import INBOX_CHANNEL, InboxRepository, notified_by
 from store.models import InboxItem, InboxKind, InboxStatus, utcnow
 
 logger = logging.getLogger(__name__)
@@ -254,17 +254,20 @@ class InboxWorkers:
             keeper.join(timeout=5)
 
     def _listen_loop(self) -> None:
-        """LISTEN on its own connection; each NOTIFY wakes a worker. Reconnects on error."""
+        """LISTEN on its own connection; a NOTIFY of items another process stored wakes a
+        worker (this process rang for its own as it stored them). Reconnects on error."""
         url = make_url(self.db.url).set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)
+        own = self.services.writer.origin
         while not self._stop.is_set():
             try:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {INBOX_CHANNEL}")
                     self.services.doorbell.ring()  # items stored while we were not listening
                     while not self._stop.is_set():
-                        for _note in conn.notifies(timeout=1.0, stop_after=1):
-                            self.services.doorbell.ring()
+                        for note in conn.notifies(timeout=1.0, stop_after=1):
+                            if notified_by(note.payload) != own:  # ours rang when stored
+                                self.services.doorbell.ring()
             except Exception as exc:  # the workers' poll covers the gap
                 logger.warning("inbox LISTEN connection failed (%s); retrying", exc)
                 self._stop.wait(1.0)

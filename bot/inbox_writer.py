@@ -15,6 +15,7 @@ import enum
 import logging
 import queue
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,8 @@ class InboxWriter:
     def __init__(self, db: Database, *, wait: float = WAIT_SECONDS) -> None:
         self.db = db
         self.wait = wait
+        self.origin = uuid.uuid4().hex
+        """Names this writer on the NOTIFY of what it stored (see ``InboxRepository.add_many``)."""
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="inbox-writer", daemon=True)
         self._thread.start()
@@ -113,7 +116,9 @@ class InboxWriter:
             return
         try:
             with self.db.transaction() as s:
-                InboxRepository(s).add_many([(item.kind, item.payload) for item in batch])
+                InboxRepository(s).add_many(
+                    [(item.kind, item.payload) for item in batch], origin=self.origin
+                )
         except Exception:
             logger.exception("could not store %d inbox item(s)", len(batch))
             for item in batch:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 CONNECT_TIMEOUT = 10  # seconds, for the start-up check: an unreachable host fails in one line
@@ -80,13 +81,39 @@ def create_db_engine(
         _configure_sqlite(engine)
         return engine
     connect_args = {"connect_timeout": connect_timeout} if connect_timeout else {}
-    return create_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_pre_ping=True,
-        connect_args=connect_args,
+    engine = create_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args
     )
+    _ping_when_idle(engine)
+    return engine
+
+
+IDLE_PING_SECONDS = 1.0
+"""A pooled connection that sat unused longer than this is checked before it is handed out (the
+server may have closed it meanwhile); one handed back just now is not: under load, checking
+every connection cost a round trip per transaction."""
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """SQLAlchemy's ``pool_pre_ping``, for idle connections only. A connection that fails the
+    check is thrown away and the pool hands out another (``DisconnectionError``)."""
+
+    @event.listens_for(engine.pool, "checkin")
+    def _returned(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_RETURNED_INFO] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkout")
+    def _check(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get(_RETURNED_INFO)  # None: connected just now
+        if returned is None or time.monotonic() - returned < IDLE_PING_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:
+            raise DisconnectionError(f"an idle pooled connection was closed: {exc}") from exc
+
+
+_RETURNED_INFO = "returned_at"
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -70,13 +70,26 @@ def _follow_flush(session: Session, flush_context: UOWTransaction) -> None:
             actions.add(obj.id)
     for obj in session.dirty:
         if isinstance(obj, ApprovalRequest) and _changed(obj, _REQUEST_FIELDS):
-            requests.add(obj.id)
+            if _pending_before_or_after(obj):
+                requests.add(obj.id)
         elif isinstance(obj, Action) and _changed(obj, _ACTION_FIELDS):
             actions.add(obj.id)
     if requests or actions:
         touched = _touched(session)
         touched.requests.update(requests)
         touched.actions.update(actions)
+
+
+def _pending_before_or_after(request: ApprovalRequest) -> bool:
+    """Only a pending request has slots: one that neither was nor is pending (resuming ->
+    resolved, say) has none to rewrite. An earlier status that was never loaded counts as
+    pending."""
+    if request.status == RequestStatus.PENDING:
+        return True
+    history = inspect(request).attrs.status.history
+    if not history.has_changes():
+        return False
+    return not history.deleted or RequestStatus.PENDING in history.deleted
 
 
 @dataclass

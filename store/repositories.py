@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import ColumnElement
 
 from store import pending_slots
@@ -208,20 +209,36 @@ class ApprovalRepository:
         )
         return [(row[0], row[1]) for row in self.session.execute(stmt)]
 
-    def claim(self, request_id: str, *, owner: str, lease: dt.timedelta) -> bool:
-        """Move pending -> resuming; True for exactly one caller, whatever the concurrency."""
-        now = utcnow()
+    def claim(
+        self,
+        request_id: str,
+        *,
+        owner: str,
+        lease: dt.timedelta,
+        loaded: ApprovalRequest | None = None,
+    ) -> bool:
+        """Move pending -> resuming; True for exactly one caller, whatever the concurrency.
+        ``loaded``: the caller's copy of the request, made to say what the row now says
+        (without writing the row a second time)."""
+        claimed = {
+            "status": RequestStatus.RESUMING,
+            "claimed_by": owner,
+            "claim_expires_at": utcnow() + lease,
+        }
         result = self.session.execute(
             update(ApprovalRequest)
             .where(
                 ApprovalRequest.id == request_id, ApprovalRequest.status == RequestStatus.PENDING
             )
-            .values(status=RequestStatus.RESUMING, claimed_by=owner, claim_expires_at=now + lease)
+            .values(**claimed)
             .execution_options(synchronize_session=False)
         )
         if affected(result) == 0:
             return False
         pending_slots.close_request(self.session, request_id)
+        if loaded is not None:
+            for name, value in claimed.items():
+                set_committed_value(loaded, name, value)
         return True
 
     def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
@@ -344,13 +361,6 @@ class DecisionRepository:
         action.decisions.append(decision)
         self.session.flush()
         return decision
-
-    def by_attempt(self, action_id: str, attempt_key: str) -> Decision | None:
-        """The decision one attempt recorded on this action, if it got that far."""
-        stmt = select(Decision).where(
-            Decision.action_id == action_id, Decision.attempt_key == attempt_key
-        )
-        return self.session.scalars(stmt).first()
 
     def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:
         """Action id -> the version it was decided at, for one attempt's decisions on a request."""

@@ -26,6 +26,8 @@ class Misbehaviour:
     ``error``: answered with this error; the call takes no effect unless ``takes_effect``.
     ``drop``: takes effect, then the connection closes with no answer.
     ``hold``: the answer waits until ``release`` is set (after the effect, if any).
+    ``late``: the effect, and the answer, wait until ``release`` is set: calls made meanwhile
+    take effect first, as when Slack applies two updates out of order.
     ``reached`` is set when the call arrives.
     """
 
@@ -35,6 +37,7 @@ class Misbehaviour:
     takes_effect: bool = False
     drop: bool = False
     hold: bool = False
+    late: bool = False
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 

@@ -152,6 +152,8 @@ class SlackSandbox:
         wrong = self.misbehaviours.take(method, args)
         if wrong is None:
             return {"ok": True, **handler(args)}
+        if wrong.late:
+            wrong.release.wait(timeout=HOLD_LIMIT)
         answer = {"ok": True, **handler(args)} if wrong.effect_happens else None
         if wrong.hold:
             wrong.release.wait(timeout=HOLD_LIMIT)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import AgentLoadError, NotPermitted
@@ -176,3 +176,18 @@ def test_pending_for_includes_questions_for_the_requester(env):
     _run_id, action_id = paused_run(env, 'ask_user {"question": "Which version?"}')
     assert [v.actions[0].id for v in env.engine.pending_for(REQUESTER)] == [action_id]
     assert env.engine.pending_for(REVIEWER) == []
+
+
+def test_a_decision_that_completes_a_request_writes_its_status_once_per_change(env):
+    """Claimed, then finished: two writes of the request's status, and a redo is found among
+    the decisions read under the request's lock, not by a query of its own."""
+    _run_id, action_id = paused_run(env)
+    sent: list[str] = []
+    event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    result = decide(env, action_id=action_id, actor=REVIEWER, decision="approve", attempt_key="k")
+    assert result.completed
+    status_writes = [q for q in sent if q.startswith("UPDATE approval_requests SET status")]
+    assert len(status_writes) == 2, status_writes
+    assert not [q for q in sent if "decisions.attempt_key =" in q]
+    with env.db.transaction() as s:
+        assert s.scalars(select(ApprovalRequest.status)).one() == "resolved"

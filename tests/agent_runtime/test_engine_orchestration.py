@@ -4,6 +4,8 @@ where each resume stopped, again and again, without any owner calling another ba
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -56,6 +58,11 @@ class FakeAnnouncer:
 
     def show_card(self, view: Any) -> None:
         self.shown.append(view.id)
+
+    @contextmanager
+    def showing_card(self, view: Any) -> Iterator[None]:
+        self.shown.append(view.id)
+        yield
 
     def retry_card_posts(self, *, created_before: Any) -> int:
         return 0

@@ -13,10 +13,13 @@ from bot.sandbox.driver import buttons
 from bot.sandbox.state import Message
 from tests.bot.flows import (
     DELETE,
+    FINAL_HEADER,
     SEND,
     button,
     card_header,
+    card_now,
     cards_in,
+    results_in,
     settled,
     start_run,
 )
@@ -130,3 +133,43 @@ def test_a_slow_user_group_look_up_holds_up_no_other_approval(serve_bot, sqlite_
     finally:
         slow.release.set()
     h.state.wait_for(lambda: settled(h.state, group_root, card=group_card), timeout=WAIT)
+
+
+def update_of(card: Message) -> Any:
+    return lambda args: args.get("ts") == card.ts
+
+
+def test_a_slow_card_update_holds_up_no_resume(serve_bot, sqlite_url):
+    """The card's "resuming" update goes out while the run resumes, not before it."""
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, SEND)
+    slow = h.sandbox.misbehave("chat.update", match=update_of(card), hold=True)
+    try:
+        approve(h, card)
+        assert slow.reached.wait(WAIT)
+        h.state.wait_for(lambda: results_in(h.state, root), timeout=WHILE_HELD)
+    finally:
+        slow.release.set()
+    h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def test_a_card_update_slack_applies_last_is_drawn_again(serve_bot, sqlite_url):
+    """Slack applies the "resuming" update after the final one: the card is drawn again, and
+    ends showing the decision, without buttons."""
+    h = serve_bot(sqlite_url)
+    root, card = start_run(h, SEND)
+    late = h.sandbox.misbehave("chat.update", match=update_of(card), late=True)
+    try:
+        approve(h, card)
+        assert late.reached.wait(WAIT)
+        h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WHILE_HELD)
+        drawn = card_now(h, card).edits
+    finally:
+        late.release.set()
+    # The late update lands (the card shows "resuming" for a moment), then it is redrawn.
+    h.state.wait_for(lambda: card_now(h, card).edits >= drawn + 2, timeout=WAIT)
+    assert h.bot.inbox.wait_idle(WAIT)
+    now = card_now(h, card)
+    assert card_header(now) == FINAL_HEADER and not buttons(now)
+    assert h.bot.engine.reconcile().cards == 0, "the card is remembered as showing the end"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
+
 from bot.doorbell import Doorbell
 from bot.sandbox import people
-from store.inbox import InboxRepository
+from store.inbox import INBOX_CHANNEL, InboxRepository
 from tests.bot.flows import SEND, button, result_message, start_run
 
 
@@ -60,3 +62,35 @@ def test_a_click_costs_a_few_claims_however_many_workers_wait(serve_bot, pg_url,
     result_message(h, root)
     assert h.bot.listeners.wait_idle(timeout=60)
     assert 1 <= len(claims) <= 4, f"{len(claims)} claiming transactions for one click"
+
+
+def test_a_click_rings_once_in_the_process_that_stored_it(serve_bot, pg_url, monkeypatch):
+    """Its own NOTIFY rings no second worker there; another process's NOTIFY does ring."""
+    h = serve_bot(pg_url, worker_threads=8)
+    root, card = start_run(h, SEND)
+    assert h.bot.listeners.wait_idle(timeout=60)
+    rings: list[int] = []
+    heard: list[str] = []
+    done = threading.Condition()
+    ring, notifies = Doorbell.ring, psycopg.Connection.notifies
+
+    def counted(self: Doorbell) -> None:
+        rings.append(1)
+        ring(self)
+
+    def listened(self, **kwargs):  # type: ignore[no-untyped-def]
+        for note in notifies(self, **kwargs):
+            yield note
+            with done:  # the listener has acted on it
+                heard.append(note.payload)
+                done.notify_all()
+
+    monkeypatch.setattr(Doorbell, "ring", counted)
+    monkeypatch.setattr(psycopg.Connection, "notifies", listened)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    result_message(h, root)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_notify(%s, %s)", (INBOX_CHANNEL, "elsewhere 0"))
+    with done:  # notifications arrive in order: the click's own was acted on before it
+        assert done.wait_for(lambda: "elsewhere 0" in heard, timeout=60)
+    assert len(rings) == 2, "the click's own NOTIFY rang a second time"

@@ -33,11 +33,11 @@ class Stalled:
         self.sizes: list[int] = []
         add_many = InboxRepository.add_many
 
-        def held(repo: InboxRepository, items: list) -> list[int]:  # type: ignore[type-arg]
+        def held(repo: InboxRepository, items: list, **kwargs: str) -> list[int]:  # type: ignore[type-arg]
             self.sizes.append(len(items))
             self.entered.set()
             self.release.wait(timeout=30)
-            return add_many(repo, items)
+            return add_many(repo, items, **kwargs)
 
         monkeypatch.setattr(InboxRepository, "add_many", held)
 
@@ -77,7 +77,7 @@ def test_an_item_given_up_on_before_it_was_taken_is_never_stored(db, monkeypatch
 
 
 def test_a_failed_transaction_fails_each_of_its_items(db, monkeypatch):
-    def broken(repo: InboxRepository, items: list) -> list[int]:  # type: ignore[type-arg]
+    def broken(repo: InboxRepository, items: list, **kwargs: str) -> list[int]:  # type: ignore[type-arg]
         raise RuntimeError("the database is unreachable")
 
     monkeypatch.setattr(InboxRepository, "add_many", broken)

@@ -127,3 +127,13 @@ def test_a_renewed_lease_is_not_taken_over(db: Database) -> None:
         assert InboxRepository(s).renew(item_id, owner="slow", until=now + LEASE * 3)
         assert not InboxRepository(s).renew(item_id, owner="other", until=now + LEASE * 9)
     assert claim(db, "other", now=now + LEASE * 2) is None
+
+
+def test_items_stored_together_get_their_ids_in_the_order_given(db: Database) -> None:
+    with db.transaction() as s:
+        ids = InboxRepository(s).add_many([(InboxKind.APPROVE, {"n": n}) for n in range(40)])
+    assert ids == sorted(ids) and len(set(ids)) == 40
+    with db.transaction() as s:
+        stored = [InboxRepository(s).get(i) for i in ids]
+        assert [item.payload["n"] for item in stored if item is not None] == list(range(40))
+        assert {item.status for item in stored if item is not None} == {InboxStatus.QUEUED}

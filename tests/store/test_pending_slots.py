@@ -299,3 +299,28 @@ def test_a_transaction_rewrites_the_slots_it_touched_once_when_it_commits(
     _agree(db)
     assert _fast(db, REL, [RM], [REQUESTER]) == [second.id]
     db.dispose()
+
+
+def test_a_request_that_neither_was_nor_is_pending_rewrites_no_slots(store_url: str) -> None:
+    """Resuming -> resolved (a resume's end) has no slots to rewrite; pending -> anything
+    else still drops the request's slots."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    resumed, expired = _request(db, [RM]), _request(db, [RM])
+    with db.transaction() as s:
+        assert ApprovalRepository(s).claim(resumed.id, owner="me", lease=dt.timedelta(minutes=1))
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(resumed.id, for_update=True)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status="resolved", outcome="done")
+    assert not [q for q in sent if "pending_slots" in q]
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(expired.id, for_update=True)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status="expired", outcome="expired")
+    assert [q for q in sent if q.startswith("DELETE FROM pending_slots")]
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == []
+    db.dispose()
