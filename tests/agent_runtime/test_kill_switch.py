@@ -128,3 +128,14 @@ def test_an_approval_given_before_the_pause_does_not_run_during_it(env):
         config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=lambda: "sent"
     )
     assert result == "sent"
+
+
+def test_a_workspace_section_decides_who_administers_the_switch_there(env):
+    """Installed in several workspaces, ``admins`` is the workspace's own when its section names
+    it: the switch asks the same role as a cancel does, not the top-level one."""
+    section = {"T0WSB": {"roles": {"admins": {"users": ["U0BOPS"]}}}}
+    env.policy = Policy.model_validate({**env.policy.model_dump(by_alias=True), "teams": section})
+    switch, _ = switch_of(env)
+    top_level_admin_in_b = Actor(ADMIN.user_id, "T0WSB")
+    assert switch.pause(top_level_admin_in_b, reason="x").outcome is SwitchOutcome.NOT_ALLOWED
+    assert switch.pause(Actor("U0BOPS", "T0WSB"), reason="x").outcome is SwitchOutcome.PAUSED
