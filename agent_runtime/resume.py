@@ -138,7 +138,7 @@ class Resumer:
             request_id,
             status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
             outcome=_summary(request),
-            record=lambda s: _record_tool_outcomes(s, request, after),
+            record=lambda s: _record_tool_outcomes(s, request, after, policy=self.policy),
         )
         return Resumed(after=after)
 
@@ -177,7 +177,7 @@ class Resumer:
         text = evidence.describe(found)
 
         def record(s: Session) -> None:
-            _record_tool_outcomes(s, request, state)
+            _record_tool_outcomes(s, request, state, policy=self.policy)
             evidence.record(s, request, found=found)
 
         self._finish(request.id, status=RequestStatus.FAILED, outcome=text, record=record)
@@ -257,8 +257,11 @@ _AUDITED = {
 _AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED, RequestStatus.CANCELLED)
 
 
-def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnapshot) -> None:
-    """One audit event per reviewed call, with what the tool returned."""
+def _record_tool_outcomes(
+    s: Session, request: ApprovalRequest, state: StateSnapshot, *, policy: Policy
+) -> None:
+    """One audit event per reviewed call, with what the tool returned (a result, or a reject's
+    reason, may quote an argument the policy keeps out of the audit)."""
     messages = state.values.get("messages", [])
     results = tool_results(messages, [a.tool_call_id for a in request.actions])
     if results:
@@ -274,7 +277,14 @@ def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnap
                 request_id=request.id,
                 action_id=action.id,
                 team_id=request.team_id,
-                detail={"tool": action.tool_name, "operation_id": action.operation_id, **result},
+                detail={
+                    "tool": action.tool_name,
+                    "operation_id": action.operation_id,
+                    **result,
+                    "preview": policy.rule_for(action.tool_name).redacted_text(
+                        result["preview"], action.args, action.edited_args
+                    ),
+                },
             )
 
 

@@ -215,6 +215,7 @@ def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
     audited: list[dict[str, object]] = []
     for a in actions:
         rule = policy.rule_for(a.tool_name)
+        veto = (a.extra or {}).get(POLICY_VETO)
         audited.append(
             {
                 "tool": a.tool_name,
@@ -223,7 +224,7 @@ def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
                 "description": rule.redacted_text(a.description, a.args)[:1000],
                 "hash": a.action_hash,
                 "exempt": a.exempt,
-                "policy_violation": (a.extra or {}).get(POLICY_VETO),
+                "policy_violation": rule.redacted_text(veto, a.args) if veto else None,
             }
         )
     return audited
