@@ -338,8 +338,6 @@ def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_p
 
 
 def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
-    run_id, _action = paused_run(env)
-    approved_and_resuming(env, run_id)
     attempts: list[int] = []
 
     def send(recipient: str, text: str) -> str:
@@ -349,7 +347,9 @@ def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
     guarded = gate_tool(
         env.gate,
         StructuredTool.from_function(send, name="send_external_message", description="Send."),
-    )
+    )  # wrapped as the agent is built, before any review (its schema joins the catalog)
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
     call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
     with pytest.raises(ConnectionError):
         guarded.invoke(call, config(run_id))
