@@ -238,3 +238,33 @@ def test_a_redirect_without_the_install_state_installs_nothing(two_workspaces):
     assert "oauth.v2.access" not in h.state.calls
     with h.bot.db.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM slack_bots")).scalar_one() == 0
+
+
+def _consent(h: Harness) -> tuple[str, str]:
+    """The install link's state and the cookie it set in the browser."""
+    status, headers, _ = get(h.url + "/slack/install")
+    assert status == 302
+    query = {k: v[0] for k, v in parse_qs(urlsplit(headers["Location"]).query).items()}
+    return query["state"], headers["Set-Cookie"].split(";")[0]
+
+
+def _bots(h: Harness) -> int:
+    with h.bot.db.engine.connect() as conn:
+        return int(conn.execute(text("SELECT count(*) FROM slack_bots")).scalar_one())
+
+
+def test_an_install_state_is_bound_to_the_browser_and_used_once(two_workspaces):
+    """A state lifted from someone's install link (without their cookie) installs nothing; a
+    redirect replayed with the same state and cookie installs nothing a second time."""
+    h = two_workspaces
+    state, cookie = _consent(h)
+    stolen = urlencode({"code": h.sandbox.grant(BETA, user=BETA_REQUESTER), "state": state})
+    assert get(f"{h.url}/slack/oauth_redirect?{stolen}")[0] >= 400
+    assert _bots(h) == 0
+    state, cookie = _consent(h)
+    first = urlencode({"code": h.sandbox.grant(ACME, user=people.REQUESTER), "state": state})
+    assert get(f"{h.url}/slack/oauth_redirect?{first}", cookie=cookie)[0] == 200
+    again = urlencode({"code": h.sandbox.grant(BETA, user=BETA_REQUESTER), "state": state})
+    assert get(f"{h.url}/slack/oauth_redirect?{again}", cookie=cookie)[0] >= 400
+    with h.bot.db.engine.connect() as conn:
+        assert conn.execute(text("SELECT team_id FROM slack_bots")).scalars().all() == [ACME]
