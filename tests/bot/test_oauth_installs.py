@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from bot.errors import NOT_INSTALLED, REFUSALS
+from bot.ids import APPROVALS_COMMAND
 from bot.installations import BOT_SCOPES
 from bot.sandbox import people
 from bot.sandbox.driver import SlackDriver, buttons
@@ -268,3 +269,28 @@ def test_an_install_state_is_bound_to_the_browser_and_used_once(two_workspaces):
     assert get(f"{h.url}/slack/oauth_redirect?{again}", cookie=cookie)[0] >= 400
     with h.bot.db.engine.connect() as conn:
         assert conn.execute(text("SELECT team_id FROM slack_bots")).scalars().all() == [ACME]
+
+
+def test_nobody_in_another_workspace_rejects_cancels_or_lists_a_workspaces_approval(
+    two_workspaces,
+):
+    """Besides Approve: Reject (its reason modal), Cancel run and ``/approvals`` of a reviewer
+    of the second workspace reach nothing of the first's."""
+    h = two_workspaces
+    acme, beta = driver(h, ACME), driver(h, BETA)
+    install(h, ACME, user=people.REQUESTER)
+    install(h, BETA, user=BETA_REQUESTER)
+    root_a, card_a = start_run(h, acme, user=people.REQUESTER, channel=people.CHANNEL)
+    _root_b, _card_b = start_run(h, beta, user=BETA_REQUESTER, channel=BETA_CHANNEL)
+
+    beta.click(user=BETA_REVIEWER, message=card_a, button=button(card_a, "Reject"))
+    beta.click(user=BETA_REVIEWER, message=card_a, button=button(card_a, "Cancel run"))
+    beta.slash_command(user=BETA_REVIEWER, channel=BETA_CHANNEL, text="", command=APPROVALS_COMMAND)
+    assert h.bot.settle(timeout=30)
+    assert h.state.open_views(BETA_REVIEWER) == []
+    assert count(h, Decision) == 0
+    with h.bot.db.transaction() as s:
+        assert {str(st) for st in s.scalars(select(Run.status)).all()} == {"waiting"}
+    (listed,) = h.state.responses
+    assert listed["text"] == "1 approval waiting on you", "only the second workspace's own"
+    assert card_a.ts not in json.dumps(listed) and root_a.ts not in json.dumps(listed)
