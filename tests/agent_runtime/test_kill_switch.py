@@ -139,3 +139,33 @@ def test_a_workspace_section_decides_who_administers_the_switch_there(env):
     top_level_admin_in_b = Actor(ADMIN.user_id, "T0WSB")
     assert switch.pause(top_level_admin_in_b, reason="x").outcome is SwitchOutcome.NOT_ALLOWED
     assert switch.pause(Actor("U0BOPS", "T0WSB"), reason="x").outcome is SwitchOutcome.PAUSED
+
+
+def test_a_pause_landing_after_the_resume_was_claimed_stops_the_effect_and_says_so(
+    env, monkeypatch
+):
+    """The last approval claimed the resume; the pause lands before the tool runs. Nothing
+    runs, the approval is not left to be spent after the resume, and the thread hears why."""
+    from agent_runtime import resume
+
+    switch, _told = switch_of(env)
+    run_id, action_id = paused_run(env)
+    reached = resume.fault_point
+
+    def pause_after_claim(name: str) -> None:
+        if name == "after_claim":
+            switch.pause(ADMIN, reason="incident 7")
+        reached(name)
+
+    monkeypatch.setattr(resume, "fault_point", pause_after_claim)
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").completed
+    assert env.workspace.effects() == []
+    assert [reason for _run, _tool, reason in env.notes.blocked] == [
+        "gated execution is paused by U0OPS1: incident 7"
+    ]
+    (finished,) = env.notes.finished
+    assert finished.id == run_id and "paused by U0OPS1: incident 7" in str(finished.result_text)
+    switch.resume(ADMIN)
+    with pytest.raises(GateRefused):
+        env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
+    assert env.workspace.effects() == []
