@@ -217,8 +217,11 @@ class EffectGate:
     def _refuse(
         self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
     ) -> Grant:
-        """Audit, tell the run's thread, and make the agent read why nothing ran."""
+        """Audit, tell the run's thread, and make the agent read why nothing ran. The audit
+        and the log keep the reason without the values the policy redacts (a constraint's
+        refusal quotes the value it refused)."""
         digest = action_hash(tool_name, args, self.policy.version)
+        kept = self.policy.rule_for(tool_name).redacted_text(reason, args)
         view = None
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id) if run_id else None
@@ -227,11 +230,11 @@ class EffectGate:
                 outcome="refused",
                 run_id=run.id if run else None,
                 team_id=run.team_id if run else None,
-                reason=reason,
+                reason=kept,
                 detail={"tool": tool_name, "action_hash": digest, "thread_id": run_id},
             )
             view = run_view(run) if run is not None else None
-        logger.warning("blocked %s in %s: %s", tool_name, run_id, reason)
+        logger.warning("blocked %s in %s: %s", tool_name, run_id, kept)
         if view is not None:
             try:
                 self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)
