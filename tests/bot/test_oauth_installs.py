@@ -87,7 +87,8 @@ def install(h: Harness, team: str, *, user: str) -> None:
 
 
 @pytest.fixture
-def two_workspaces(serve_bot, sqlite_url, tmp_path: Path) -> Iterator[Harness]:
+def two_workspaces(request, serve_bot, sqlite_url, tmp_path: Path) -> Iterator[Harness]:  # type: ignore[no-untyped-def]
+    """Both workspaces, with ``POLICY`` (or the policy text a test passes as its param)."""
     sandbox = SlackSandbox(users=people.USERS, usergroups={BETA_GROUP: [BETA_GROUP_MEMBER]}).start()
     sandbox.add_workspace(
         BETA,
@@ -95,7 +96,7 @@ def two_workspaces(serve_bot, sqlite_url, tmp_path: Path) -> Iterator[Harness]:
         token=BETA_TOKEN,
     )
     policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY)
+    policy.write_text(getattr(request, "param", POLICY))
     h = serve_bot(
         sqlite_url,
         sandbox=sandbox,
@@ -294,3 +295,45 @@ def test_nobody_in_another_workspace_rejects_cancels_or_lists_a_workspaces_appro
     (listed,) = h.state.responses
     assert listed["text"] == "1 approval waiting on you", "only the second workspace's own"
     assert card_a.ts not in json.dumps(listed) and root_a.ts not in json.dumps(listed)
+
+
+BETA_ADMIN = BETA_REVIEWER
+ESCALATING = (
+    POLICY.replace(
+        'version: "multi-1"',
+        f'version: "multi-1"\ndefaults: {{escalation_channel: {people.CHANNEL}}}',
+    )
+    .replace(
+        f"roles:\n  release-managers: {{users: [{people.RELEASE_MANAGER}]}}",
+        f"roles:\n  admins: {{users: [{people.ADMIN}]}}\n"
+        f"  release-managers: {{users: [{people.RELEASE_MANAGER}]}}",
+    )
+    .replace(
+        "    roles:\n      release-managers:",
+        f"    roles:\n      admins: {{users: [{BETA_ADMIN}]}}\n      release-managers:",
+    )
+)
+"""The escalation channel is the first workspace's; each workspace has admins of its own."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the pause is announced with the pausing admin's workspace token, so a pause from "
+    "another workspace (or the CLI) never reaches the one escalation channel",
+)
+@pytest.mark.parametrize("two_workspaces", [ESCALATING], indirect=True)
+def test_a_pause_from_any_workspace_is_announced_in_the_escalation_channel(two_workspaces):
+    """The switch stops every workspace's gated actions: the operators watching the escalation
+    channel must hear of it, whichever workspace paused."""
+    h = two_workspaces
+    install(h, ACME, user=people.REQUESTER)
+    install(h, BETA, user=BETA_REQUESTER)
+    beta = driver(h, BETA)
+    beta.slash_command(
+        user=BETA_ADMIN, channel=BETA_CHANNEL, text="pause incident", command=APPROVALS_COMMAND
+    )
+    assert h.bot.settle(timeout=30)
+    assert h.bot.services.switch.state().paused
+    announced = [m for m in h.state.messages if m.channel == people.CHANNEL and "paused" in m.text]
+    # (the sandbox lets any token post anywhere; Slack refuses a channel of another workspace)
+    assert [m.team_id for m in announced] == [ACME], "posted with the channel's workspace token"
