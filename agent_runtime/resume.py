@@ -22,7 +22,7 @@ from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, drift, version_drift
+from agent_runtime.recording import POLICY_VETO, audit_text, drift, version_drift
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
@@ -239,7 +239,7 @@ class Resumer:
                 run_id=request.run_id,
                 request_id=request_id,
                 team_id=request.team_id,
-                reason=outcome,
+                reason=audit_text(self.policy, outcome, request.actions),
             )
             view = approval_view(request)
             closed_run = run_view(run) if ended and run is not None else None

@@ -18,7 +18,7 @@ from agent_runtime.authorization import Actor
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, build_request
+from agent_runtime.recording import POLICY_VETO, audit_text, build_request
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
@@ -202,8 +202,13 @@ class RunLifecycle:
             if status == RunStatus.COMPLETED:
                 AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
             else:
+                calls = (a for request in run.requests for a in request.actions)
                 AuditRepository(s).record(
-                    "run_failed", outcome="error", run_id=run_id, team_id=run.team_id, reason=text
+                    "run_failed",
+                    outcome="error",
+                    run_id=run_id,
+                    team_id=run.team_id,
+                    reason=audit_text(self.policy, text, calls),
                 )
             view = run_view(run)
         self.announcer.run_finished(view)
