@@ -169,3 +169,42 @@ def test_a_pause_landing_after_the_resume_was_claimed_stops_the_effect_and_says_
     with pytest.raises(GateRefused):
         env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
     assert env.workspace.effects() == []
+
+
+def test_on_postgresql_a_pause_cannot_commit_while_a_grant_is_being_taken(
+    tmp_path, pg_url, monkeypatch
+):
+    """The gate holds the switch's row (shared) from its check until the grant commits: a pause
+    from another connection in that window waits (here: times out), so no grant is taken
+    under a pause that committed before it."""
+    from sqlalchemy import text, update
+    from sqlalchemy.exc import OperationalError
+
+    from store.executions import ExecutionRepository
+    from store.models import ExecutionSwitch
+
+    env = make_env(tmp_path, url=pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        approved_and_resuming(env, run_id)
+        start = ExecutionRepository.start
+        paused_meanwhile: list[bool] = []
+
+        def start_while_someone_pauses(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            with env.db.engine.connect() as other:
+                other.execute(text("SET lock_timeout = '200ms'"))
+                try:
+                    other.execute(update(ExecutionSwitch).values(paused=True))
+                    paused_meanwhile.append(True)
+                except OperationalError:
+                    paused_meanwhile.append(False)
+                other.rollback()
+            return start(self, *args, **kwargs)
+
+        monkeypatch.setattr(ExecutionRepository, "start", start_while_someone_pauses)
+        result = env.gate.run(
+            config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=lambda: "ok"
+        )
+        assert result == "ok" and paused_meanwhile == [False]
+    finally:
+        env.db.dispose()
