@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 _Scalar = str | int | float | bool | None
 
-_SHOWN_CHARS = 100
+SHOWN_CHARS = 100
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _LOCAL_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+")
 _MAX_HOSTNAME = 253
@@ -250,11 +250,11 @@ def _literal(value: _Scalar) -> str:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
 def _show(value: object) -> str:
-    """A value for a message: at most _SHOWN_CHARS of it, quoted so whitespace is visible."""
+    """A value for a message: at most SHOWN_CHARS of it, quoted so whitespace is visible."""
     if isinstance(value, str):
         return repr(_clip(value))
     return _clip(repr(value))

@@ -329,6 +329,7 @@ def _apply(
     )
     approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
     action.outcome = ActionOutcome.EDITED if approved_edit else outcome
+    rule = policy.rule_for(action.tool_name)
     AuditRepository(s).record(
         "decision_recorded",
         outcome="allowed",
@@ -339,13 +340,15 @@ def _apply(
         action_id=action.id,
         detail={
             "decision": attempt.decision,
-            "message": attempt.message,
+            "message": (
+                rule.redacted_text(attempt.message, action.args, action.edited_args)
+                if attempt.message
+                else attempt.message
+            ),
             "tool": action.tool_name,
             "tool_call_id": action.tool_call_id,
             "edited_args": (
-                policy.rule_for(action.tool_name).redacted(action.edited_args)
-                if attempt.decision == DecisionType.EDIT
-                else None
+                rule.redacted(action.edited_args) if attempt.decision == DecisionType.EDIT else None
             ),
             "seen_hash": attempt.seen_hash,
             "action_hash": action.bound_hash,

@@ -22,6 +22,7 @@ from agent_runtime.faults import fault_point
 from agent_runtime.kill_switch import paused_reason
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
+from agent_runtime.recording import version_drift
 from agent_runtime.schemas import InvalidArguments, ToolSchema
 from agent_runtime.views import run_view
 from agent_runtime.wire import action_hash
@@ -155,6 +156,14 @@ class EffectGate:
         except InvalidArguments:
             return dict(args), ArgsState.INVALID
 
+    def _drift(self, action: Action) -> str | None:
+        """What changed since ``action`` was reviewed (the environment, the tool's version or
+        argument schema here, at the effect), as the resume checks it: a process that took
+        over a resume, or a server redeployed apart from the bot, may run another version."""
+        return version_drift(
+            action.request, environment=self.policy.environment, versions=self.catalog.versions
+        )
+
     def finish(self, grant: Grant, result: str) -> None:
         with self.db.transaction() as s:
             ExecutionRepository(s).finish(grant.action_id, result=result)
@@ -184,19 +193,23 @@ class EffectGate:
                     continue
                 if done.result is not None:
                     return Grant(action.id, done.idempotency_key, done.result)  # a replay
-                if action.request.status == RequestStatus.RESUMING and not switch.paused:
+                resuming = action.request.status == RequestStatus.RESUMING
+                if resuming and not switch.paused and self._drift(action) is None:
                     return Grant(action.id, done.idempotency_key, None)  # a replay cut short
             blocked = cancelled or switch.paused
             candidates = [] if blocked else repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
-            for action in current:
+            drifted = [d for d in map(self._drift, current) if d is not None]
+            for action in (a for a in current if self._drift(a) is None):
                 if repo.of(action.id) is None and repo.start(
                     action, key=_key(action), tool_call_id=tool_call_id
                 ):
                     return Grant(action.id, _key(action), None)
         if switch.paused and not cancelled:
             reason = paused_reason(switch)
+        elif drifted and not cancelled:
+            reason = f"its approval no longer holds: {drifted[0]}"
         else:
             reason = "its run was cancelled" if cancelled else _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
@@ -204,8 +217,11 @@ class EffectGate:
     def _refuse(
         self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
     ) -> Grant:
-        """Audit, tell the run's thread, and make the agent read why nothing ran."""
+        """Audit, tell the run's thread, and make the agent read why nothing ran. The audit
+        and the log keep the reason without the values the policy redacts (a constraint's
+        refusal quotes the value it refused)."""
         digest = action_hash(tool_name, args, self.policy.version)
+        kept = self.policy.rule_for(tool_name).redacted_text(reason, args)
         view = None
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id) if run_id else None
@@ -214,11 +230,11 @@ class EffectGate:
                 outcome="refused",
                 run_id=run.id if run else None,
                 team_id=run.team_id if run else None,
-                reason=reason,
+                reason=kept,
                 detail={"tool": tool_name, "action_hash": digest, "thread_id": run_id},
             )
             view = run_view(run) if run is not None else None
-        logger.warning("blocked %s in %s: %s", tool_name, run_id, reason)
+        logger.warning("blocked %s in %s: %s", tool_name, run_id, kept)
         if view is not None:
             try:
                 self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)

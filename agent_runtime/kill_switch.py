@@ -113,7 +113,9 @@ class KillSwitch:
         if isinstance(actor, str):
             return None
         try:
-            admin = self.policy.is_admin(actor.user_id, usergroup_members=self.usergroup_members)
+            admin = self.policy.for_team(actor.team_id).is_admin(
+                actor.user_id, usergroup_members=self.usergroup_members
+            )
         except MembershipUnconfirmed:
             return SwitchOutcome.MEMBERSHIP_UNCONFIRMED
         return None if admin else SwitchOutcome.NOT_ALLOWED

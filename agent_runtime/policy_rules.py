@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from agent_runtime.constraints import ArgConstraint
+from agent_runtime.constraints import SHOWN_CHARS, ArgConstraint
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 Risk = Literal["none", "low", "medium", "high"]
@@ -111,6 +111,16 @@ class Role(Strict):
     """Cards this role reviews are posted here (unless the tool names its own channel)."""
 
 
+def quoted_forms(value: object) -> set[str]:
+    """How text may quote ``value``: as it is, as JSON or Python's repr (which escape quotes,
+    newlines and backslashes), and a long string as messages clip it."""
+    forms = {json.dumps(value, default=str), repr(value)}
+    if isinstance(value, str):
+        forms |= {value, repr(value)[1:-1], json.dumps(value)[1:-1], value[:SHOWN_CHARS]}
+        forms |= {json.dumps(value, ensure_ascii=False)[1:-1]}
+    return {form for form in forms if len(form) >= MIN_REDACTED}
+
+
 class ToolRule(Strict):
     approval: Literal["required", "none"] = "required"
     risk: Risk = "medium"
@@ -139,14 +149,19 @@ class ToolRule(Strict):
             return None
         return {k: REDACTED if k in self.redact else v for k, v in args.items()}
 
-    def redacted_text(self, text: str, args: Mapping[str, Any] | None) -> str:
-        """Free text that may quote the call (an interrupt's description) with the redacted
-        arguments' values taken out."""
-        for key in self.redact:
-            value = (args or {}).get(key)
-            shown = value if isinstance(value, str) else json.dumps(value)
-            if value is not None and len(shown) >= MIN_REDACTED:
-                text = text.replace(shown, REDACTED)
+    def redacted_text(self, text: str, *args: Mapping[str, Any] | None) -> str:
+        """Free text that may quote the call (an interrupt's description, a tool's result, a
+        reviewer's reason) with the redacted arguments' values taken out, in each set of
+        ``args`` (e.g. as proposed and as edited) and however the text quotes them."""
+        forms = {
+            form
+            for given in args
+            for key in self.redact
+            if (given or {}).get(key) is not None
+            for form in quoted_forms((given or {})[key])
+        }
+        for form in sorted(forms, key=len, reverse=True):
+            text = text.replace(form, REDACTED)
         return text
 
     @model_validator(mode="after")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_runtime.catalog import ArgsState, ToolCatalog, ToolVersions
@@ -211,3 +211,12 @@ def drift(request: ApprovalRequest, pending: PendingInterrupt, normalize: Normal
         if action_hash(spec.name, args, request.policy_version) != recorded.action_hash:
             return f"{spec.name} changed since it was reviewed"
     return None
+
+
+def audit_text(policy: Policy, text: str, actions: Iterable[Action]) -> str:
+    """``text`` (an error, an outcome) as the audit keeps it: without the values the policy
+    redacts in any of ``actions``' arguments, as proposed or as edited."""
+    for action in actions:
+        rule = policy.rule_for(action.tool_name)
+        text = rule.redacted_text(text, action.args, action.edited_args)
+    return text

@@ -22,7 +22,7 @@ from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, drift, version_drift
+from agent_runtime.recording import POLICY_VETO, audit_text, drift, version_drift
 from agent_runtime.revisions import rejection_for_agent, revisions_left
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
@@ -146,7 +146,7 @@ class Resumer:
             request_id,
             status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
             outcome=_summary(request),
-            record=lambda s: _record_tool_outcomes(s, request, after),
+            record=lambda s: _record_tool_outcomes(s, request, after, policy=self.policy),
         )
         return Resumed(after=after)
 
@@ -185,7 +185,7 @@ class Resumer:
         text = evidence.describe(found)
 
         def record(s: Session) -> None:
-            _record_tool_outcomes(s, request, state)
+            _record_tool_outcomes(s, request, state, policy=self.policy)
             evidence.record(s, request, found=found)
 
         self._finish(request.id, status=RequestStatus.FAILED, outcome=text, record=record)
@@ -247,7 +247,7 @@ class Resumer:
                 run_id=request.run_id,
                 request_id=request_id,
                 team_id=request.team_id,
-                reason=outcome,
+                reason=audit_text(self.policy, outcome, request.actions),
             )
             view = approval_view(request)
             closed_run = run_view(run) if ended and run is not None else None
@@ -265,8 +265,11 @@ _AUDITED = {
 _AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED, RequestStatus.CANCELLED)
 
 
-def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnapshot) -> None:
-    """One audit event per reviewed call, with what the tool returned."""
+def _record_tool_outcomes(
+    s: Session, request: ApprovalRequest, state: StateSnapshot, *, policy: Policy
+) -> None:
+    """One audit event per reviewed call, with what the tool returned (a result, or a reject's
+    reason, may quote an argument the policy keeps out of the audit)."""
     messages = state.values.get("messages", [])
     results = tool_results(messages, [a.tool_call_id for a in request.actions])
     if results:
@@ -282,7 +285,14 @@ def _record_tool_outcomes(s: Session, request: ApprovalRequest, state: StateSnap
                 request_id=request.id,
                 action_id=action.id,
                 team_id=request.team_id,
-                detail={"tool": action.tool_name, "operation_id": action.operation_id, **result},
+                detail={
+                    "tool": action.tool_name,
+                    "operation_id": action.operation_id,
+                    **result,
+                    "preview": policy.rule_for(action.tool_name).redacted_text(
+                        result["preview"], action.args, action.edited_args
+                    ),
+                },
             )
 
 

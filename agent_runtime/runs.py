@@ -18,7 +18,7 @@ from agent_runtime.authorization import Actor
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, build_request
+from agent_runtime.recording import POLICY_VETO, audit_text, build_request
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
@@ -203,8 +203,13 @@ class RunLifecycle:
             if status == RunStatus.COMPLETED:
                 AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
             else:
+                calls = (a for request in run.requests for a in request.actions)
                 AuditRepository(s).record(
-                    "run_failed", outcome="error", run_id=run_id, team_id=run.team_id, reason=text
+                    "run_failed",
+                    outcome="error",
+                    run_id=run_id,
+                    team_id=run.team_id,
+                    reason=audit_text(self.policy, text, calls),
                 )
             view = run_view(run)
         self.announcer.run_finished(view)
@@ -216,6 +221,7 @@ def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
     audited: list[dict[str, object]] = []
     for a in actions:
         rule = policy.rule_for(a.tool_name)
+        veto = (a.extra or {}).get(POLICY_VETO)
         audited.append(
             {
                 "tool": a.tool_name,
@@ -224,7 +230,7 @@ def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
                 "description": rule.redacted_text(a.description, a.args)[:1000],
                 "hash": a.action_hash,
                 "exempt": a.exempt,
-                "policy_violation": (a.extra or {}).get(POLICY_VETO),
+                "policy_violation": rule.redacted_text(veto, a.args) if veto else None,
             }
         )
     return audited

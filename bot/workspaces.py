@@ -93,6 +93,9 @@ class InstalledWorkspaces:
         self.ttl = ttl
         self.clock = clock
         self._teams: dict[str, _Team] = {}
+        self._removals: dict[str, int] = {}
+        """Per team, how many times it was removed: a token read before a removal is not
+        cached after it."""
         self._lock = threading.Lock()
 
     def client(self, team_id: str | None) -> WebClient:
@@ -121,6 +124,7 @@ class InstalledWorkspaces:
         self.store.delete_installation(enterprise_id=None, team_id=team_id)
         with self._lock:
             self._teams.pop(team_id, None)
+            self._removals[team_id] = self._removals.get(team_id, 0) + 1
         logger.info("workspace %s removed the app; its tokens are deleted", team_id)
 
     def _team(self, team_id: str | None) -> _Team:
@@ -129,6 +133,7 @@ class InstalledWorkspaces:
         now = self.clock()
         with self._lock:
             known = self._teams.get(team_id)
+            removals = self._removals.get(team_id, 0)
         if known is not None and now - known.read_at < self.ttl:
             return known
         bot = self.store.find_bot(enterprise_id=None, team_id=team_id)
@@ -141,7 +146,8 @@ class InstalledWorkspaces:
         else:
             fresh = _Team(self.make_client(bot.bot_token), bot.bot_user_id, now)
         with self._lock:
-            self._teams[team_id] = fresh
+            if self._removals.get(team_id, 0) == removals:
+                self._teams[team_id] = fresh
         return fresh
 
 

@@ -191,3 +191,38 @@ def test_a_decision_that_completes_a_request_writes_its_status_once_per_change(e
     assert not [q for q in sent if "decisions.attempt_key =" in q]
     with env.db.transaction() as s:
         assert s.scalars(select(ApprovalRequest.status)).one() == "resolved"
+
+
+def test_a_failed_resume_quoting_a_redacted_argument_keeps_it_out_of_the_audit(
+    tmp_path, monkeypatch
+):
+    """An agent's failure after the decision often quotes the call (``could not reach
+    <recipient>``): the ``resume_failed`` and ``run_failed`` reasons keep it redacted too."""
+    import json
+
+    from sqlalchemy import select
+
+    from agent_runtime.policy import Policy
+    from store.models import AuditEvent
+    from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
+
+    rule_for = Policy.rule_for
+
+    def redacting(self, tool_name):  # type: ignore[no-untyped-def]
+        rule = rule_for(self, tool_name)
+        return rule.model_copy(update={"redact": ("recipient",)})
+
+    monkeypatch.setattr(Policy, "rule_for", redacting)
+    env = make_env(tmp_path)
+    _run_id, action_id = paused_run(env)
+
+    def unreachable(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise ConnectionError("could not reach a@example.com's mail server")
+
+    monkeypatch.setattr(env.runtime, "invoke", unreachable)
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    with env.db.transaction() as s:
+        events = list(s.scalars(select(AuditEvent).where(AuditEvent.kind != "run_started")))
+        kept = json.dumps([[e.kind, e.reason, e.detail] for e in events])
+    assert "resume_failed" in kept and "run_failed" in kept and "could not reach" in kept
+    assert "a@example.com" not in kept

@@ -338,8 +338,6 @@ def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_p
 
 
 def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
-    run_id, _action = paused_run(env)
-    approved_and_resuming(env, run_id)
     attempts: list[int] = []
 
     def send(recipient: str, text: str) -> str:
@@ -349,10 +347,38 @@ def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
     guarded = gate_tool(
         env.gate,
         StructuredTool.from_function(send, name="send_external_message", description="Send."),
-    )
+    )  # wrapped as the agent is built, before any review (its schema joins the catalog)
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
     call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
     with pytest.raises(ConnectionError):
         guarded.invoke(call, config(run_id))
     again = guarded.invoke(call, config(run_id))  # e.g. a RetryPolicy on the tools node
     assert isinstance(again, ToolMessage) and "Failed: ConnectionError" in str(again.content)
     assert len(attempts) == 1
+
+
+def test_a_refusal_quoting_a_redacted_argument_keeps_it_out_of_the_audit_and_logs(
+    env, monkeypatch, caplog
+):
+    """A constraint's refusal quotes the value it refused; for an argument the policy redacts,
+    the audit event and the log line keep the refusal without the value."""
+    from agent_runtime.constraints import ArgConstraint
+
+    letters = {"recipient": ArgConstraint(pattern=r"^[a-z]+$")}
+    rule = env.gate.policy.rule_for("send_external_message").model_copy(
+        update={"redact": ("recipient",), "constraints": letters}
+    )
+    tools = {**env.gate.policy.tools, "send_external_message": rule}
+    monkeypatch.setattr(env.gate, "policy", env.gate.policy.model_copy(update={"tools": tools}))
+    run_id, _action = paused_run(env)
+    with pytest.raises(GateRefused, match="does not match"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args={"recipient": "ceo-private@example.com", "text": "x"},
+            effect=lambda: "sent",
+        )
+    (event,) = blocked(env)
+    assert "does not match" in str(event.reason)
+    assert "ceo-private" not in f"{event.reason} {event.detail} {caplog.text}"

@@ -128,3 +128,83 @@ def test_an_approval_given_before_the_pause_does_not_run_during_it(env):
         config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=lambda: "sent"
     )
     assert result == "sent"
+
+
+def test_a_workspace_section_decides_who_administers_the_switch_there(env):
+    """Installed in several workspaces, ``admins`` is the workspace's own when its section names
+    it: the switch asks the same role as a cancel does, not the top-level one."""
+    section = {"T0WSB": {"roles": {"admins": {"users": ["U0BOPS"]}}}}
+    env.policy = Policy.model_validate({**env.policy.model_dump(by_alias=True), "teams": section})
+    switch, _ = switch_of(env)
+    top_level_admin_in_b = Actor(ADMIN.user_id, "T0WSB")
+    assert switch.pause(top_level_admin_in_b, reason="x").outcome is SwitchOutcome.NOT_ALLOWED
+    assert switch.pause(Actor("U0BOPS", "T0WSB"), reason="x").outcome is SwitchOutcome.PAUSED
+
+
+def test_a_pause_landing_after_the_resume_was_claimed_stops_the_effect_and_says_so(
+    env, monkeypatch
+):
+    """The last approval claimed the resume; the pause lands before the tool runs. Nothing
+    runs, the approval is not left to be spent after the resume, and the thread hears why."""
+    from agent_runtime import resume
+
+    switch, _told = switch_of(env)
+    run_id, action_id = paused_run(env)
+    reached = resume.fault_point
+
+    def pause_after_claim(name: str) -> None:
+        if name == "after_claim":
+            switch.pause(ADMIN, reason="incident 7")
+        reached(name)
+
+    monkeypatch.setattr(resume, "fault_point", pause_after_claim)
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").completed
+    assert env.workspace.effects() == []
+    assert [reason for _run, _tool, reason in env.notes.blocked] == [
+        "gated execution is paused by U0OPS1: incident 7"
+    ]
+    (finished,) = env.notes.finished
+    assert finished.id == run_id and "paused by U0OPS1: incident 7" in str(finished.result_text)
+    switch.resume(ADMIN)
+    with pytest.raises(GateRefused):
+        env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
+    assert env.workspace.effects() == []
+
+
+def test_on_postgresql_a_pause_cannot_commit_while_a_grant_is_being_taken(
+    tmp_path, pg_url, monkeypatch
+):
+    """The gate holds the switch's row (shared) from its check until the grant commits: a pause
+    from another connection in that window waits (here: times out), so no grant is taken
+    under a pause that committed before it."""
+    from sqlalchemy import text, update
+    from sqlalchemy.exc import OperationalError
+
+    from store.executions import ExecutionRepository
+    from store.models import ExecutionSwitch
+
+    env = make_env(tmp_path, url=pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        approved_and_resuming(env, run_id)
+        start = ExecutionRepository.start
+        paused_meanwhile: list[bool] = []
+
+        def start_while_someone_pauses(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            with env.db.engine.connect() as other:
+                other.execute(text("SET lock_timeout = '200ms'"))
+                try:
+                    other.execute(update(ExecutionSwitch).values(paused=True))
+                    paused_meanwhile.append(True)
+                except OperationalError:
+                    paused_meanwhile.append(False)
+                other.rollback()
+            return start(self, *args, **kwargs)
+
+        monkeypatch.setattr(ExecutionRepository, "start", start_while_someone_pauses)
+        result = env.gate.run(
+            config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=lambda: "ok"
+        )
+        assert result == "ok" and paused_meanwhile == [False]
+    finally:
+        env.db.dispose()

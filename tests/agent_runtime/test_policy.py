@@ -272,3 +272,22 @@ def test_workspace_sections_are_checked(tmp_path, teams, message):
     )
     with pytest.raises(PolicyError, match=message):
         load_policy(path)
+
+
+def test_redacted_text_finds_a_secret_however_the_text_quotes_it():
+    """Deep Agents' own description is ``f"...Args: {tool_args}"`` (Python's repr, which escapes
+    newlines and backslashes); a constraint's message quotes a long value clipped. Neither may
+    carry a redacted value into the audit log."""
+    from agent_runtime.constraints import SHOWN_CHARS
+    from agent_runtime.policy import REDACTED, ToolRule
+
+    rule = ToolRule(redact=("key", "conf"))
+    pem = "-----BEGIN KEY-----\nMIIEow\\IBAAK\n-----END KEY-----"
+    args = {"key": pem, "conf": {"token": "tok-123"}, "to": "ops"}
+    description = f"Tool execution requires approval\n\nTool: deploy\nArgs: {args}"
+    shown = rule.redacted_text(description, args)
+    assert "MIIEow" not in shown and "tok-123" not in shown and "'ops'" in shown
+    assert REDACTED in shown
+    long = "s3cr3t" * 40
+    clipped = f"key: {long[:SHOWN_CHARS]!r}… does not match the required pattern."
+    assert "s3cr3t" not in rule.redacted_text(clipped, {"key": long})

@@ -68,3 +68,40 @@ def test_a_reject_still_goes_through_whatever_changed(env, monkeypatch):
     decide(env, action_id=action_id, actor=REVIEWER, decision="reject", message="no")
     with env.db.transaction() as s:
         assert s.scalars(select(ApprovalRequest)).one().status == "resolved"
+
+
+def test_the_gate_refuses_an_approval_given_against_another_version_of_the_tool(env, monkeypatch):
+    """The point of effect checks the binding too: a resume taken over after a crash by a
+    process with the redeployed tool, or a LangGraph server redeployed while the bot still
+    builds the old package, must not spend an approval given against the old version."""
+    from agent_runtime.gate import GateRefused
+    from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+
+    run_id, _action_id = paused_run(env)
+    approved_and_resuming(env, run_id)
+    reviewed = env.gate.catalog.versions("send_external_message")
+    monkeypatch.setattr(
+        env.gate.catalog, "versions", lambda _name: ToolVersions("2.0", reviewed.schema)
+    )
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match="version"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+        )
+    assert ran == []
+
+
+def test_the_gate_refuses_an_approval_given_for_another_environment(env, monkeypatch):
+    from agent_runtime.gate import GateRefused
+    from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+
+    run_id, _action_id = paused_run(env)
+    approved_and_resuming(env, run_id)
+    monkeypatch.setattr(
+        env.gate, "policy", env.gate.policy.model_copy(update={"environment": "production"})
+    )
+    with pytest.raises(GateRefused, match="environment"):
+        env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)

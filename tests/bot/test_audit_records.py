@@ -53,3 +53,51 @@ def test_the_audit_keeps_the_call_as_reviewed_with_secrets_redacted(
     assert main(["audit", "export", "--actor", people.RELEASE_MANAGER]) == 0
     by_reviewer = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["kind"] for r in by_reviewer] == ["decision_recorded"]
+
+
+def _policy_redacting(tmp_path: Path, *names: str) -> Path:
+    policy = yaml.safe_load(BUNDLED_POLICY.read_text())
+    policy["tools"]["send_external_message"]["redact"] = list(names)
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    return path
+
+
+def _audit_text(h) -> str:  # type: ignore[no-untyped-def]
+    """Every event but ``run_started``, which keeps the requester's own words (here, the
+    offline model's call written out in full)."""
+    with h.bot.db.transaction() as s:
+        rows = s.scalars(select(AuditEvent).where(AuditEvent.kind != "run_started")).all()
+        return json.dumps([[e.kind, e.reason, e.detail] for e in rows])
+
+
+def test_a_tool_result_quoting_a_redacted_argument_is_redacted_in_the_audit(
+    serve_bot, sqlite_url, tmp_path
+):
+    """The tool's result ("message sent to <recipient>") echoes the argument the policy keeps
+    out of the audit log: its ``tool_outcome`` preview must not carry it back in."""
+    h = serve_bot(sqlite_url, policy_file=_policy_redacting(tmp_path, "recipient"))
+    root, card = start_run(h, SEND)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert "message sent to partner@example.com" in result_message(h, root).text
+    audit = _audit_text(h)
+    assert "tool_outcome" in audit
+    assert "partner@example.com" not in audit
+
+
+def test_a_reviewers_reason_quoting_a_redacted_argument_is_redacted_in_the_audit(
+    serve_bot, sqlite_url, tmp_path
+):
+    h = serve_bot(sqlite_url, policy_file=_policy_redacting(tmp_path, "text"))
+    root, card = start_run(h, SEND)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Reject"))
+    modal = h.state.wait_for(lambda: h.state.open_views(people.RELEASE_MANAGER))[-1]
+    h.driver.submit_view(
+        user=people.RELEASE_MANAGER,
+        view_id=modal.id,
+        values={"reject_reason": {"reason": "never send 'Release is out' yet"}},
+    )
+    assert "rejected" in result_message(h, root).text
+    audit = _audit_text(h)
+    assert "decision_recorded" in audit and "never send" in audit
+    assert "Release is out" not in audit

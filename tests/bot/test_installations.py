@@ -185,3 +185,25 @@ def test_user_groups_are_looked_up_in_the_workspace_whose_section_names_them():
     assert beta is not None and beta.token == "xoxb-beta"
     assert client_for("S0TOP") is None, "a top-level group names no workspace"
     assert client_for("S0GONE") is None, "a workspace that is not installed"
+
+
+def test_a_client_read_while_the_app_is_removed_is_not_kept(db):
+    """A request that read the team's token just before the app was removed must not put a
+    client with that (revoked) token back in the cache for the next minute."""
+    from slack_sdk import WebClient
+
+    store = InstallationStore(client_id=CLIENT_ID, engine=db.engine, key=KEY)
+    store.save(installation("T0ACME"))
+    teams = InstalledWorkspaces(store, make_client=lambda t: WebClient(token=t), ttl=60)
+    read = store.find_bot
+
+    def read_then_removed(**kwargs):  # type: ignore[no-untyped-def]
+        found = read(**kwargs)
+        teams.removed("T0ACME")  # the uninstall lands between the read and the cache write
+        return found
+
+    store.find_bot = read_then_removed  # type: ignore[method-assign]
+    teams.client("T0ACME")  # the request in flight still gets its answer
+    store.find_bot = read  # type: ignore[method-assign]
+    with pytest.raises(WorkspaceNotInstalled):
+        teams.client("T0ACME")
