@@ -140,7 +140,10 @@ class HttpServer:
             for channel in list(channels.values()):
                 channel.close()
 
-        self._server.trigger.pull_trigger(close_all)
+        try:
+            self._server.trigger.pull_trigger(close_all)
+        except OSError:  # the loop already closed its channels (and the trigger with them)
+            logger.debug("HTTP server already stopped")
         self._thread.join(timeout)
         self._server.task_dispatcher.shutdown(timeout=int(timeout))
 
