@@ -223,3 +223,24 @@ def test_a_batch_too_big_for_its_card_is_reviewed_action_by_action(serve_bot, sq
     assert sorted(e["recipient"] for e in h.workspace.effects()) == sorted(
         f"p{i}@example.com" for i in range(15)
     )
+
+
+def test_a_tool_redeployed_between_card_and_click_invalidates_the_approval(
+    serve_bot, sqlite_url, monkeypatch
+):
+    """Bound to what people saw: the reviewer approved version X of the tool; the bot now
+    runs version Y, so nothing runs and the card says what changed."""
+    from agent_runtime.catalog import ToolVersions
+    from tests.bot.flows import SEND, button, card_now, start_run
+
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+    reviewed = h.bot.runtime.catalog.versions("send_external_message")
+    monkeypatch.setattr(
+        h.bot.runtime.catalog, "versions", lambda _name: ToolVersions("2.0", reviewed.schema)
+    )
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert h.bot.settle(timeout=30)
+    shown = json.dumps(card_now(h, card).blocks, ensure_ascii=False)
+    assert "changed from version unset to 2.0" in shown
+    assert h.workspace.effects() == []
