@@ -44,6 +44,7 @@ class ToolCatalog:
     def __init__(self, tools: Iterable[BaseTool] = ()) -> None:
         self._schemas: dict[str, ToolSchema] = {}
         self._declared: dict[str, str] = {}
+        self._digests: dict[str, str] = {}
         self._ambiguous: set[str] = set()
         self._lock = threading.Lock()
         for tool in tools:
@@ -62,12 +63,16 @@ class ToolCatalog:
                 self._declared.setdefault(tool.name, str(declared)[:64])
 
     def versions(self, name: str) -> ToolVersions:
-        """A tool we cannot see, or two sharing a name, has no schema version."""
+        """A tool we cannot see, or two sharing a name, has no schema version. The digest is
+        computed once per tool: this is asked at every grant and every resume."""
         known = self._schemas.get(name)
         digest = None
         if known is not None and name not in self._ambiguous:
-            canonical = json.dumps(known.json_schema(), sort_keys=True, separators=(",", ":"))
-            digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+            digest = self._digests.get(name)
+            if digest is None:
+                canonical = json.dumps(known.json_schema(), sort_keys=True, separators=(",", ":"))
+                digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+                self._digests[name] = digest
         return ToolVersions(tool=self._declared.get(name), schema=digest)
 
     def add_graph(self, graph: Any) -> None:
