@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from agent_runtime.action_roles import ActionRoles
 from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
 from agent_runtime.claims import Claims
 from agent_runtime.edits import EditRules
@@ -113,6 +114,7 @@ class DecisionRecorder:
         claims: Claims,
         clock: Callable[[], dt.datetime],
         usergroup_members: Callable[[str], frozenset[str]],
+        roles: ActionRoles,
     ) -> None:
         self.db = db
         self.policy = policy
@@ -120,6 +122,7 @@ class DecisionRecorder:
         self.claims = claims
         self.clock = clock
         self.usergroup_members = usergroup_members
+        self.roles = roles
 
     def check(
         self, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
@@ -146,13 +149,14 @@ class DecisionRecorder:
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:
             repos = ApprovalRepository(s)
-            found = repos.get_action(action_id)
-            request = repos.get(found.request_id, for_update=True) if found else None
+            request = repos.get_by_action(action_id, for_update=True)
             if request is not None and attempt.card is not None:
                 _adopt_clicked_card(repos, request, card=attempt.card)
             action = (
                 next((a for a in request.actions if a.id == action_id), None) if request else None
             )
+            if action is not None:
+                self.roles.remember(action.id, action.approver_roles)
             redone = self._redone(request, action, attempt)
             if redone is not None:
                 return redone
@@ -214,9 +218,13 @@ class DecisionRecorder:
         policy = self.policy.for_team(actor.team_id)
         if not any(spec.usergroups for spec in policy.roles.values()):
             return _KnownMembers([], self.usergroup_members)
-        with self.db.transaction() as s:
-            action = ApprovalRepository(s).get_action(action_id)
-            roles = list(action.approver_roles) if action is not None else []
+        roles = self.roles.get(action_id)
+        if roles is None:
+            with self.db.transaction() as s:
+                action = ApprovalRepository(s).get_action(action_id)
+                roles = tuple(action.approver_roles) if action is not None else ()
+            if action is not None:
+                self.roles.remember(action_id, roles)
         groups = policy.groups_to_check(actor.user_id, roles)
         return _KnownMembers(groups, self.usergroup_members)
 

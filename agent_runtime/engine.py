@@ -21,6 +21,7 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
+from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
 from agent_runtime.attempts import AttemptLog
 from agent_runtime.authorization import Actor, Refusal
@@ -110,6 +111,7 @@ class ApprovalEngine:
                 clock=clock,
             ),
         )
+        roles = ActionRoles()
         self.runs = RunLifecycle(
             db=db,
             runtime=runtime,
@@ -118,6 +120,7 @@ class ApprovalEngine:
             announcer=self.announcer,
             clock=clock,
             usergroup_members=usergroup_members,
+            roles=roles,
         )
         self.edits = EditRules(db=db, catalog=runtime.catalog, policy=policy)
         self.decisions = DecisionRecorder(
@@ -127,6 +130,7 @@ class ApprovalEngine:
             claims=self.claims,
             clock=clock,
             usergroup_members=usergroup_members,
+            roles=roles,
         )
         self.resumer = Resumer(
             db=db, runtime=runtime, policy=policy, claims=self.claims, announcer=self.announcer

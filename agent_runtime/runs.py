@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
 
+from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
 from agent_runtime.authorization import Actor
 from agent_runtime.claims import Claims
@@ -47,7 +48,10 @@ class RunLifecycle:
         announcer: Announcer,
         clock: Callable[[], dt.datetime],
         usergroup_members: Callable[[str], frozenset[str]],
+        roles: ActionRoles,
     ) -> None:
+        """``roles``: where the approver roles of each action recorded are remembered, for
+        the decisions on it."""
         self.db = db
         self.runtime = runtime
         self.policy = policy
@@ -55,6 +59,7 @@ class RunLifecycle:
         self.announcer = announcer
         self.clock = clock
         self.usergroup_members = usergroup_members
+        self.roles = roles
 
     def start(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
         """Record a run (fast); ``execute`` does the slow part. Refusals are audited."""
@@ -170,6 +175,8 @@ class RunLifecycle:
                 rejected=repo.rejected_by_reviewers(run_id),
             )
             repo.add(request, actions)
+            for action in actions:
+                self.roles.remember(action.id, action.approver_roles)
             RunRepository(s).set_status(run, RunStatus.WAITING)
             AuditRepository(s).record(
                 "interrupt_recorded",

@@ -41,8 +41,10 @@ APPROVING = ("approve", "edit")
 
 
 def close_request(session: Session, request_id: str) -> None:
-    """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see."""
+    """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see. Its
+    slots are gone now, so the commit need not rewrite them (nor its actions')."""
     session.execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
+    _touched(session).closed.add(request_id)
 
 
 def rebuild(session: Session) -> int:
@@ -62,21 +64,22 @@ def _follow_flush(session: Session, flush_context: UOWTransaction) -> None:
     """Note every request or action this flush added or changed; their slots are rewritten
     once, when the transaction commits (:func:`_write_slots`)."""
     requests: set[str] = set()
-    actions: set[str] = set()
+    actions: dict[str, str] = {}  # action id -> its request's id
     for obj in session.new:
         if isinstance(obj, ApprovalRequest):
             requests.add(obj.id)
         elif isinstance(obj, Action):
-            actions.add(obj.id)
+            actions[obj.id] = obj.request_id
     for obj in session.dirty:
         if isinstance(obj, ApprovalRequest) and _changed(obj, _REQUEST_FIELDS):
             if _pending_before_or_after(obj):
                 requests.add(obj.id)
         elif isinstance(obj, Action) and _changed(obj, _ACTION_FIELDS):
-            actions.add(obj.id)
+            actions[obj.id] = obj.request_id
     if requests or actions:
         touched = _touched(session)
         touched.requests.update(requests)
+        touched.closed.difference_update(requests)  # changed again after its close
         touched.actions.update(actions)
 
 
@@ -96,7 +99,16 @@ def _pending_before_or_after(request: ApprovalRequest) -> bool:
 class _Touched:
     transaction: object
     requests: set[str] = field(default_factory=set)
-    actions: set[str] = field(default_factory=set)
+    actions: dict[str, str] = field(default_factory=dict)  # action id -> request id
+    closed: set[str] = field(default_factory=set)
+    """Requests a bulk UPDATE took out of ``pending`` (``close_request``) and nothing changed
+    since: no slots to write back."""
+
+    def to_refresh(self) -> tuple[set[str], set[str]]:
+        """The requests and actions whose slots the commit rewrites."""
+        requests = self.requests - self.closed
+        actions = {a for a, request in self.actions.items() if request not in self.closed}
+        return requests, actions
 
 
 def _touched(session: Session) -> _Touched:
@@ -117,7 +129,9 @@ def _write_slots(session: Session) -> None:
     session.flush()
     held = session.info.pop(_TOUCHED_INFO, None)
     if isinstance(held, _Touched) and held.transaction is session.get_transaction():
-        _refresh(session.connection(), requests=held.requests, actions=held.actions)
+        requests, actions = held.to_refresh()
+        if requests or actions:
+            _refresh(session.connection(), requests=requests, actions=actions)
 
 
 def _refresh(conn: Connection, *, requests: Collection[str], actions: Collection[str]) -> None:

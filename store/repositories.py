@@ -98,6 +98,9 @@ class ApprovalRepository:
             )
             if self.session.scalar(locked) is None:
                 return None
+        return self._load(request_id, fresh=for_update)
+
+    def _load(self, request_id: str, *, fresh: bool) -> ApprovalRequest | None:
         stmt = (
             select(ApprovalRequest)
             .where(ApprovalRequest.id == request_id)
@@ -106,10 +109,25 @@ class ApprovalRepository:
                 joinedload(ApprovalRequest.actions).joinedload(Action.decisions),
             )
         )
-        if for_update:
+        if fresh:
             # What was read before the lock is stale once we hold it: overwrite it all.
             stmt = stmt.execution_options(populate_existing=True)
         return self.session.scalars(stmt).unique().one_or_none()
+
+    def get_by_action(self, action_id: str, *, for_update: bool = False) -> ApprovalRequest | None:
+        """The request of an action, loaded as ``get`` loads it; ``for_update`` locks the
+        request's row through the action's id in the same statement that finds it."""
+        found = (
+            select(ApprovalRequest.id)
+            .join(Action, Action.request_id == ApprovalRequest.id)
+            .where(Action.id == action_id)
+        )
+        if for_update:
+            found = found.with_for_update(of=ApprovalRequest)
+        request_id = self.session.scalar(found)
+        if request_id is None:
+            return None
+        return self._load(request_id, fresh=for_update)
 
     def run_id_of(self, request_id: str) -> str | None:
         return self.session.scalar(

@@ -324,3 +324,36 @@ def test_a_request_that_neither_was_nor_is_pending_rewrites_no_slots(store_url: 
     _agree(db)
     assert _fast(db, REL, [RM], [REQUESTER]) == []
     db.dispose()
+
+
+def test_a_request_claimed_in_the_transaction_is_not_rewritten_again_at_commit(
+    store_url: str,
+) -> None:
+    """The last decision changes an action and claims its request in one transaction: the
+    claim drops the request's slots, and nothing of it is written or read again at commit.
+    A request the same transaction leaves pending is still rewritten."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    claimed, other = _request(db, [RM]), _request(db, [RM], [SECURITY])
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(claimed.id, for_update=True)
+        assert request is not None
+        request.actions[0].outcome = "approved"
+        s.flush()
+        assert ApprovalRepository(s).claim(
+            claimed.id, owner="me", lease=dt.timedelta(minutes=1), loaded=request
+        )
+    assert sum("pending_slots" in q for q in sent) == 1, [q for q in sent if "slots" in q]
+    assert not [q for q in sent if q.startswith("SELECT actions.id, actions.request_id")]
+    sent.clear()
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(other.id, for_update=True)
+        assert request is not None
+        request.actions[0].outcome = "approved"
+    assert [q for q in sent if q.startswith("SELECT actions.id, actions.request_id")]
+    _agree(db)
+    assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [other.id]
+    assert _fast(db, REL, [RM], [REQUESTER]) == []
+    db.dispose()

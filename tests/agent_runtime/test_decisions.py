@@ -1,0 +1,113 @@
+"""Recording a decision: the transactions and statements it takes, and who may give it when the
+roles come from user groups, whichever process recorded the action."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.decisions import Attempt
+from agent_runtime.engine import ApprovalEngine
+from agent_runtime.graph_runtime import close_checkpointer
+from tests.agent_runtime.engine_env import Env, make_env, paused_run
+
+PUBLISH = 'publish_report {"path": "notes.md"}'  # release managers (users or S0RELMGR)
+GROUPIE = Actor("U0GROUPIE", "T1")  # a release manager through the S0RELMGR user group
+OUTSIDER = Actor("U0NOBODY", "T1")
+
+
+class Lookups:
+    """The user group directory, noting each look-up in the same log as the transactions."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def __call__(self, group: str) -> frozenset[str]:
+        self.log.append(f"lookup {group}")
+        return frozenset({GROUPIE.user_id}) if group == "S0RELMGR" else frozenset()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env, list[str]]]:
+    url = None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    log: list[str] = []
+    env = make_env(tmp_path, url=url, usergroup_members=Lookups(log))
+    yield env, log
+    close_checkpointer(env.runtime.checkpointer)
+    env.db.dispose()
+
+
+def _watch(env: Env, log: list[str]) -> None:
+    event.listen(env.db.engine, "begin", lambda _conn: log.append("begin"))
+    event.listen(env.db.engine, "before_cursor_execute", lambda *a: log.append(a[2]))
+
+
+def _attempt(env: Env, action_id: str, actor: Actor) -> Attempt:
+    view = env.engine.approval_of_action(action_id)
+    assert view is not None
+    seen = next(a.action_hash for a in view.actions if a.id == action_id)
+    return Attempt(actor=actor, decision="approve", seen_hash=seen)
+
+
+def test_a_decision_on_an_action_this_process_recorded_takes_one_transaction(
+    world: tuple[Env, list[str]],
+) -> None:
+    """The action's approver roles are known from when it was recorded: no transaction of
+    its own to read them, and the user group is looked up before the decision's."""
+    env, log = world
+    _run, action_id = paused_run(env, PUBLISH)
+    attempt = _attempt(env, action_id, GROUPIE)
+    log.clear()
+    _watch(env, log)
+    result = env.engine.decisions.record(action_id=action_id, attempt=attempt)
+    assert result.refusal is None
+    assert log.count("begin") == 1, [e for e in log if not e.startswith(("SELECT", "INSERT"))]
+    assert log.index("lookup S0RELMGR") < log.index("begin")
+
+
+def test_the_request_is_found_and_locked_by_its_action_in_one_statement(
+    world: tuple[Env, list[str]],
+) -> None:
+    """No read of the action alone before the request's lock: the decision's first statement
+    locks (or, on SQLite, reads) the request through its action's id."""
+    env, log = world
+    _run, action_id = paused_run(env, PUBLISH)
+    attempt = _attempt(env, action_id, GROUPIE)
+    log.clear()
+    _watch(env, log)
+    env.engine.decisions.record(action_id=action_id, attempt=attempt)
+    statements = [e for e in log if e.startswith(("SELECT", "INSERT", "UPDATE", "DELETE"))]
+    assert "approval_requests" in statements[0] and "JOIN actions" in statements[0], statements[0]
+    if env.db.engine.dialect.name == "postgresql":
+        assert "FOR UPDATE OF approval_requests" in statements[0]
+
+
+@pytest.mark.parametrize(
+    ("actor", "refusal"), [(GROUPIE, None), (OUTSIDER, Refusal.NOT_AN_APPROVER)]
+)
+def test_another_process_reads_the_roles_first_and_decides_the_same(
+    world: tuple[Env, list[str]], actor: Actor, refusal: Refusal | None
+) -> None:
+    """A replica that did not record the action reads its roles in a transaction before the
+    decision's and looks up the group in between; the outcome is the same."""
+    env, log = world
+    _run, action_id = paused_run(env, PUBLISH)
+    replica = ApprovalEngine(
+        db=env.db,
+        runtime=env.runtime,
+        policy=env.policy,
+        notifier=env.notes,
+        usergroup_members=Lookups(log),
+    )
+    attempt = _attempt(env, action_id, actor)
+    log.clear()
+    _watch(env, log)
+    result = replica.decisions.record(action_id=action_id, attempt=attempt)
+    assert result.refusal is refusal
+    begins = [i for i, e in enumerate(log) if e == "begin"]
+    assert len(begins) == 2
+    assert begins[0] < log.index("lookup S0RELMGR") < begins[1]
