@@ -129,18 +129,31 @@ class Announcer:
             self.show_card(now)
 
     @contextmanager
-    def showing_card(self, view: ApprovalView) -> Iterator[None]:
+    def showing_card(self, view: ApprovalView, *, after: float = 0.0) -> Iterator[None]:
         """Update the card while the body runs (a resume), not before it: the reviewer's
         result then waits on no Slack call but the last. Whichever of the two updates reaches
         Slack last, the card ends right: an update drawn before the request moved on is drawn
-        again (``show_card``). Waits for the update before leaving."""
-        updater = threading.Thread(
-            target=self._show_card_logged, args=(view,), name=f"card-{view.id}", daemon=True
-        )
+        again (``show_card``). Waits for the update before leaving.
+
+        ``after``: seconds the body may take before the card says it is under way; a body
+        done sooner drew the end itself, and the card is updated once, not twice (a busy
+        channel's Slack calls are rate-limited). A body that raised leaves the card saying
+        "under way", which is what the store says."""
+        finished = threading.Event()
+        ended_well: list[bool] = []
+
+        def update() -> None:
+            if after > 0 and finished.wait(after) and ended_well:
+                return
+            self._show_card_logged(view)
+
+        updater = threading.Thread(target=update, name=f"card-{view.id}", daemon=True)
         updater.start()
         try:
             yield
+            ended_well.append(True)
         finally:
+            finished.set()
             updater.join()
 
     def _show_card_logged(self, view: ApprovalView) -> None:

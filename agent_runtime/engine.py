@@ -89,14 +89,18 @@ class ApprovalEngine:
         clock: Callable[[], dt.datetime] = utcnow,
         lease: dt.timedelta = dt.timedelta(minutes=10),
         card_retry_after: dt.timedelta = dt.timedelta(seconds=10),
+        resuming_card_after: dt.timedelta = dt.timedelta(0),
         observer: ResumeObserver | None = None,
     ) -> None:
         """``card_retry_after``: how old a request without a card must be before
-        ``reconcile`` looks for its card or posts it again."""
+        ``reconcile`` looks for its card or posts it again; ``resuming_card_after``: how long
+        a resume may take before its card says it is under way (one that ends sooner updates
+        the card once, with its result)."""
         self.db = db
         self.clock = clock
         self.observer = observer or Unobserved()
         self.card_retry_after = card_retry_after
+        self.resuming_card_after = resuming_card_after
         self.locks = ThreadLocks(db)
         self.claims = Claims(db=db, clock=clock, lease=lease)
         self.announcer = Announcer(
@@ -336,7 +340,8 @@ class ApprovalEngine:
         if result.approval is not None:
             fault_point("after_decision")
             if result.completed:
-                with self.announcer.showing_card(result.approval):
+                after = self.resuming_card_after.total_seconds()
+                with self.announcer.showing_card(result.approval, after=after):
                     self._resume(result.approval.id, run_id=result.approval.run.id)
                 return result
             self.announcer.show_card(result.approval)

@@ -17,12 +17,14 @@ from agent_runtime.graph_runtime import DEFAULT_AGENT, close_checkpointer, open_
 from agent_runtime.policy import load_policy
 from agent_runtime.wire import ResumeDecision, build_resume, pending_interrupts
 from bench.common import concurrently, fresh_database, ms, pct, table
+from bot.blocks.approval_card import HEADERS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
 from bot.sandbox.state import Message
 from store.db import Database
+from store.statuses import RequestStatus
 
 SLOW = {"AGENT": "bench.slow_graph:build_graph", "WORKER_QUEUE": "5000"}
 REVIEWERS = [people.RELEASE_MANAGER, people.RELEASE_MANAGER_2, people.SECURITY]
@@ -65,10 +67,14 @@ def click_all(bot: BotProcess, cards: list[Message]) -> list[float]:
 
 
 def wait_done(sandbox: SlackSandbox, cards: list[Message], timeout: float = 300) -> None:
-    """Until every card was updated twice: the decision shown, then the resume's outcome."""
-    sandbox.state.wait_for(
-        lambda: all(len(c.edited_at) >= 2 and not buttons(c) for c in cards), timeout=timeout
-    )
+    """Until every card shows its request resolved (a quick resume updates it once, a longer
+    one shows "resuming" first)."""
+    sandbox.state.wait_for(lambda: all(_resolved(c) for c in cards), timeout=timeout)
+
+
+def _resolved(card: Message) -> bool:
+    header = card.blocks[0] if card.blocks else {}
+    return header.get("text", {}).get("text") == HEADERS[RequestStatus.RESOLVED]
 
 
 def ack_latency_and_memory(workdir: Path) -> list[str]:
@@ -178,7 +184,15 @@ def overhead(workdir: Path, k: int = 8) -> list[str]:
     for label, agent, extra, request in OVERHEAD_CASES:
         with fresh_database() as url:
             sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
-            env = bot_env(sandbox, url, workdir / "ws-oh", AGENT=agent, **extra)
+            # Both updates drawn, for the first column: the decision shown as the resume starts.
+            env = bot_env(
+                sandbox,
+                url,
+                workdir / "ws-oh",
+                AGENT=agent,
+                RESUMING_CARD_AFTER_SECONDS="0",
+                **extra,
+            )
             bot = BotProcess(env, sandbox)
             started, finished = [], []
             try:

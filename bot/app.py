@@ -241,6 +241,7 @@ def build_bot(
         lease=dt.timedelta(seconds=settings.claim_lease_seconds),
         observer=metrics,
         card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
+        resuming_card_after=dt.timedelta(seconds=settings.resuming_card_after_seconds),
     )
     home = HomeTab(
         workspaces=slack.workspaces, overview=engine.overview, usergroup_members=directory.members

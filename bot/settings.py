@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
     maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)
     card_retry_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
+    resuming_card_after_seconds: float = Field(default=0.5, ge=0.0, le=60.0)
+    """A resume that ends sooner updates its card once, with the result; a longer one shows
+    "resuming" first. 0: always show it."""
     admin_port: int = Field(default=9100, ge=0, le=65535)
     """``/metrics``, ``/healthz`` and ``/readyz`` in every mode; 0 picks a free port."""
     admin_host: str = "0.0.0.0"

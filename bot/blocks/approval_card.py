@@ -24,7 +24,7 @@ _SAFE_URL = re.compile(r"^https?://[A-Za-z0-9.:-]+/?$")
 _TS = re.compile(r"^\d{1,12}\.\d{1,8}$")
 _CHANNEL = re.compile(r"^[CGD][A-Z0-9]{1,20}$")
 FULL_ACTIONS = 5  # beyond this many actions, each row is rendered compactly
-_HEADERS = {
+HEADERS = {  # each status's card header
     "pending": "Approval needed",
     "resuming": "Decided, resuming the run",
     "resolved": "Decided",
@@ -126,7 +126,7 @@ def shown_on_card(approval: ApprovalView) -> set[str]:
 
 
 def _header(approval: ApprovalView) -> str:
-    title = _HEADERS.get(approval.status, approval.status)
+    title = HEADERS.get(approval.status, approval.status)
     if approval.status == "pending":
         open_count = sum(1 for a in approval.actions if a.outcome is None)
         noun = "action" if open_count == 1 else "actions"
@@ -275,7 +275,7 @@ def _footer(approval: ApprovalView, workspace_url: str | None = None) -> str:
 
 def _fallback(approval: ApprovalView) -> str:
     tools = ", ".join(verbatim(a.tool_name, 100) for a in approval.actions)
-    return clip(f"{_HEADERS.get(approval.status, approval.status)}: {tools}", 2000)
+    return clip(f"{HEADERS.get(approval.status, approval.status)}: {tools}", 2000)
 
 
 def _when(at: dt.datetime) -> str:

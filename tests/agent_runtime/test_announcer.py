@@ -4,11 +4,15 @@ and nothing is said twice when Slack took it but the answer was lost."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import pytest
 
 from agent_runtime.announcer import Announcer
 from agent_runtime.notifier import MessageRef, NullNotifier
-from agent_runtime.views import ApprovalView, RunView, run_view
+from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from store.locks import ThreadLocks
 from store.models import utcnow
 from store.repositories import ApprovalRepository, RunRepository
@@ -23,6 +27,7 @@ class FlakyNotifier(NullNotifier):
     updated: list[str] = field(default_factory=list)
     results: list[str] = field(default_factory=list)
     in_chat: MessageRef | None = None
+    on_update: Callable[[], None] | None = None
 
     def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
         if self.failing:
@@ -37,6 +42,8 @@ class FlakyNotifier(NullNotifier):
         if self.failing:
             raise TimeoutError("slack did not answer")
         self.updated.append(approval.status)
+        if self.on_update is not None:
+            self.on_update()
 
     def run_finished(self, run: RunView) -> None:
         if self.failing:
@@ -117,3 +124,47 @@ def test_a_result_that_reached_the_thread_is_not_posted_again(tmp_path):
     announcer.run_finished(view)
     assert announcer.post_missing_results(settled_before=utcnow() + dt.timedelta(seconds=1)) == 0
     assert notifier.results == [seeded.run_id]
+
+
+def _posted_card(tmp_path):  # type: ignore[no-untyped-def]
+    """A pending request whose card is posted, and its view as a completing decision shows
+    it ("resuming")."""
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    notifier.failing = False
+    announcer.post_card(seeded.request_id)
+    with db.transaction() as s:
+        assert ApprovalRepository(s).claim(
+            seeded.request_id, owner="me", lease=dt.timedelta(minutes=1)
+        )
+        resuming = approval_view(ApprovalRepository(s).get(seeded.request_id))
+    return db, notifier, announcer, resuming
+
+
+def test_a_resume_that_ends_sooner_updates_the_card_once(tmp_path):
+    """The body drew the end itself before ``after`` ran out: no "resuming" update."""
+    db, notifier, announcer, resuming = _posted_card(tmp_path)
+    with announcer.showing_card(resuming, after=60.0):
+        with db.transaction() as s:
+            request = ApprovalRepository(s).get(resuming.id)
+            ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
+            done = approval_view(request)
+        announcer.show_card(done)
+    assert notifier.updated == [RequestStatus.RESOLVED]
+
+
+def test_a_long_resume_shows_it_is_under_way_while_it_runs(tmp_path):
+    """The body waits for the card to say "resuming" (it would wait forever without it)."""
+    _db, notifier, announcer, resuming = _posted_card(tmp_path)
+    shown = threading.Event()
+    notifier.on_update = shown.set
+    with announcer.showing_card(resuming, after=0.01):
+        assert shown.wait(30)
+    assert notifier.updated == [RequestStatus.RESUMING]
+
+
+def test_a_resume_that_raised_leaves_the_card_saying_it_is_under_way(tmp_path):
+    _db, notifier, announcer, resuming = _posted_card(tmp_path)
+    with pytest.raises(RuntimeError), announcer.showing_card(resuming, after=60.0):
+        raise RuntimeError("the database went away")
+    assert notifier.updated == [RequestStatus.RESUMING]

@@ -60,7 +60,7 @@ class FakeAnnouncer:
         self.shown.append(view.id)
 
     @contextmanager
-    def showing_card(self, view: Any) -> Iterator[None]:
+    def showing_card(self, view: Any, *, after: float = 0.0) -> Iterator[None]:
         self.shown.append(view.id)
         yield
 

@@ -141,7 +141,7 @@ def update_of(card: Message) -> Any:
 
 def test_a_slow_card_update_holds_up_no_resume(serve_bot, sqlite_url):
     """The card's "resuming" update goes out while the run resumes, not before it."""
-    h = serve_bot(sqlite_url)
+    h = serve_bot(sqlite_url, resuming_card_after_seconds=0)
     root, card = start_run(h, SEND)
     slow = h.sandbox.misbehave("chat.update", match=update_of(card), hold=True)
     try:
@@ -157,7 +157,7 @@ def test_a_slow_card_update_holds_up_no_resume(serve_bot, sqlite_url):
 def test_a_card_update_slack_applies_last_is_drawn_again(serve_bot, sqlite_url):
     """Slack applies the "resuming" update after the final one: the card is drawn again, and
     ends showing the decision, without buttons."""
-    h = serve_bot(sqlite_url)
+    h = serve_bot(sqlite_url, resuming_card_after_seconds=0)
     root, card = start_run(h, SEND)
     late = h.sandbox.misbehave("chat.update", match=update_of(card), late=True)
     try:
@@ -173,3 +173,17 @@ def test_a_card_update_slack_applies_last_is_drawn_again(serve_bot, sqlite_url):
     now = card_now(h, card)
     assert card_header(now) == FINAL_HEADER and not buttons(now)
     assert h.bot.engine.reconcile().cards == 0, "the card is remembered as showing the end"
+
+
+def test_a_quick_resume_updates_its_card_once_with_the_result(serve_bot, sqlite_url):
+    """Slack's rate limits count every update in a busy channel: a resume that ends before
+    it would be shown as under way updates the card once, from buttons to the result."""
+    h = serve_bot(sqlite_url, resuming_card_after_seconds=60)
+    root, card = start_run(h, SEND)
+    assert h.bot.services.executor.wait_idle(WAIT)  # the card is posted and drawn
+    drawn = card_now(h, card).edits
+    approve(h, card)
+    h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
+    assert h.bot.inbox.wait_idle(WAIT)
+    assert card_now(h, card).edits == drawn + 1
+    assert card_header(card_now(h, card)) == FINAL_HEADER
