@@ -256,9 +256,7 @@ class Announcer:
             logger.exception("could not post the result of %s; it is retried later", run.id)
             return
         with self.db.transaction() as s:
-            stored = RunRepository(s).get(run.id)
-            if stored is not None:
-                stored.result_posted = True
+            RunRepository(s).mark_result_posted(run.id)
 
     def post_missing_results(self, *, settled_before: dt.datetime) -> int:
         """Results of finished runs that never reached the thread; one replica posts each."""
@@ -267,7 +265,7 @@ class Announcer:
         posted = 0
         for run_id in candidates:
             with self.db.transaction() as s:
-                won = RunRepository(s).claim_result_post(run_id)
+                won = RunRepository(s).mark_result_posted(run_id)
                 run = RunRepository(s).get(run_id) if won else None
                 view = run_view(run) if run is not None else None
             if view is not None:

@@ -130,11 +130,16 @@ class RunLifecycle:
         Lazy, one interrupt at a time: a request nothing was left to decide on (exempt, or
         refused by policy) is claimed and yielded for the caller to resume before the next
         interrupt is recorded, so no claim waits unrenewed. Iterate it to the end."""
-        if self._cancelled(run_id):
-            return  # a cancelled run records nothing more, and nothing of it is resumed
+        # A cancelled run records nothing more, and nothing of it is resumed; its thread is
+        # not even read. Given the state, a run that ended is checked once, by ``_finish``.
+        checked = state is None
+        if checked and self._cancelled(run_id):
+            return
         state = state if state is not None else self.runtime.state(run_id)
         if not state.interrupts:
             self._finish(run_id, RunStatus.COMPLETED, final_text(state.values))
+            return
+        if not checked and self._cancelled(run_id):
             return
         try:
             pendings = pending_interrupts(state.interrupts)

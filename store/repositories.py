@@ -55,8 +55,9 @@ class RunRepository:
         stmt = select(Run.status).where(Run.id == run_id)
         return self.session.scalar(stmt.with_for_update(read=True) if hold else stmt)
 
-    def claim_result_post(self, run_id: str) -> bool:
-        """Only one replica posts a run's missing result: the one whose update wins."""
+    def mark_result_posted(self, run_id: str) -> bool:
+        """Remember the run's result reached its thread; ``True`` for the one caller whose
+        update changed it (so one replica posts a missing result)."""
         result = self.session.execute(
             update(Run)
             .where(Run.id == run_id, Run.result_posted.is_(False))

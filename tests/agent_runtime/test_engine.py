@@ -226,3 +226,18 @@ def test_a_failed_resume_quoting_a_redacted_argument_keeps_it_out_of_the_audit(
         kept = json.dumps([[e.kind, e.reason, e.detail] for e in events])
     assert "resume_failed" in kept and "run_failed" in kept and "could not reach" in kept
     assert "a@example.com" not in kept
+
+
+def test_a_run_that_completes_after_its_resume_is_read_once(env):
+    """Finishing the run reads it (and checks it was not cancelled) once; marking its result
+    posted is one conditional update, not another read."""
+    run_id, action_id = paused_run(env)
+    sent: list[str] = []
+    event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    assert len([q for q in sent if q.startswith("SELECT runs.id")]) == 1, sent
+    with env.db.transaction() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        assert (run.status, run.result_posted) == ("completed", True)
+    assert [r.id for r in env.notes.finished] == [run_id]
