@@ -7,10 +7,10 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import event as orm_event
-from sqlalchemy import inspect, select, text
+from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from store.audit_chain import (
@@ -24,15 +24,14 @@ from store.audit_chain import (
     head_problem,
     in_shard,
 )
+from store.audit_tip import ChainTip, held_tip, hold, write_tip
 from store.audit_verify import heads_problem, verify
 from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater
 from store.models import AUDIT_SHARDS, AuditEvent, AuditHead, utcnow
 
 logger = logging.getLogger(__name__)
 
-AUDIT_LOCK_KEY = 0x4A55_4449_545F_4C4F  # the first of the chains' locks, one per shard
 _SHARD_INFO = "audit_shard"  # ``Session.info``: the transaction and the chain it appends to
-_HEAD_INFO = "audit_head"  # ``Session.info``: the transaction and the chain head it holds
 
 
 @dataclass(frozen=True)
@@ -103,6 +102,9 @@ class AuditRepository:
         reason: str | None = None,
         detail: dict[str, Any] | None = None,
     ) -> AuditEvent:
+        """Append an event to its chain. It is inserted when the transaction next flushes (with
+        the transaction's other events: one INSERT), so its ``id`` is set only then; the head
+        is written once, before the commit (``audit_tip``)."""
         event = AuditEvent(
             kind=clean_text(kind),
             outcome=clean_text(outcome),
@@ -114,20 +116,14 @@ class AuditRepository:
             reason=_clean(reason),
             detail=clean_json(json.loads(json.dumps(detail or {}, default=str))),
         )
-        head = self._locked_head(self._shard_for(event))
-        keyed = head.keyed_from is not None
-        event.shard = head.id
+        tip = self._locked_head(self._shard_for(event))
+        event.shard = tip.shard
         event.created_at = utcnow()
-        event.prev_hash = head.last_hash
-        event.hash = digest(event.prev_hash, event, key=self.key if keyed else None)
+        event.prev_hash = tip.last_hash
+        event.hash = digest(event.prev_hash, event, key=self.key if tip.keyed else None)
         self.session.add(event)
-        self.session.flush()
-        head.event_count += 1
-        head.last_event_id = event.id
-        head.last_hash = event.hash
-        head.mac = head_mac(head, self.key) if keyed and self.key is not None else ""
-        self.session.flush()
-        count, shard, seen = head.event_count, head.id, self.seen
+        tip.events.append(event)
+        count, shard, seen = tip.count, tip.shard, self.seen
         ids = {
             "event": event.kind,
             "outcome": event.outcome,
@@ -166,30 +162,30 @@ class AuditRepository:
         self.session.info[_SHARD_INFO] = (transaction, shard)
         return shard
 
-    def _locked_head(self, shard: int) -> AuditHead:
-        """Take the chain's turn, then read its head fresh. On PostgreSQL a transaction-scoped
-        advisory lock per chain makes appends to it take turns; SQLite's write lock (BEGIN
-        IMMEDIATE) already does. A head that does not hold with our key is never extended:
-        that would sign it.
+    def _locked_head(self, shard: int) -> ChainTip:
+        """Take the chain's turn and read its head in one statement: on PostgreSQL a row lock
+        on the head (``FOR UPDATE`` waits for the chain's other writer, then reads the head it
+        committed); SQLite's write lock (BEGIN IMMEDIATE) already makes appends take turns. A
+        head that does not hold with our key is never extended: that would sign it.
 
         New events link to the head, not to the newest row: if rows were removed behind the
         bot's back, the next event's link shows it for good."""
-        transaction = self.session.get_transaction()
-        held = self.session.info.get(_HEAD_INFO)
-        if held is not None and held[0] is transaction and held[1].id == shard:
-            # This transaction already holds the chain's turn and is its only writer: the head
-            # it read and extended is current (a savepoint rolled back expires it, so it reloads).
-            return cast(AuditHead, held[1])
-        self._take_turn(shard)
-        head = self.head(shard)
+        held = held_tip(self.session, shard)
+        if held is not None:
+            # This transaction already holds the chain's turn and is its only writer: the tip
+            # it extends is current (one a rolled-back savepoint emptied is not kept).
+            return held
+        stmt = select(AuditHead).where(AuditHead.id == shard).with_for_update()
+        head = self.session.scalars(stmt.execution_options(populate_existing=True)).first()
         problem = head_problem(head, self.key)
         if problem is not None or head is None:
             raise AuditChainError(f"audit log: {in_shard(shard, str(problem))}")
         self._check_not_rolled_back(head)
-        if not self.session.in_nested_transaction():
-            # A turn taken inside a savepoint ends with it if it rolls back: not kept.
-            self.session.info[_HEAD_INFO] = (transaction, head)
-        return head
+        transaction = self.session.get_transaction()
+        assert transaction is not None  # ``_shard_for`` began it
+        tip = ChainTip.of(head, transaction=transaction, key=self.key)
+        hold(self.session, tip)
+        return tip
 
     def _check_not_rolled_back(self, head: AuditHead) -> None:
         """A head with fewer events than this process saw committed was restored from an older
@@ -204,19 +200,18 @@ class AuditRepository:
             raise error
         self.seen.saw(head.event_count, head.id)
 
-    def _take_turn(self, *shards: int) -> None:
-        if self.session.get_bind().dialect.name == "postgresql":
-            for shard in sorted(shards):
-                self.session.execute(
-                    text("SELECT pg_advisory_xact_lock(:k)"), {"k": AUDIT_LOCK_KEY + shard}
-                )
-
     def head(self, shard: int = 0) -> AuditHead | None:
+        write_tip(self.session)  # this transaction's events are in the head it reads
         return self.session.get(AuditHead, shard, populate_existing=True)
 
-    def heads(self) -> list[AuditHead]:
-        stmt = select(AuditHead).order_by(AuditHead.id).execution_options(populate_existing=True)
-        return list(self.session.scalars(stmt))
+    def heads(self, *, lock: bool = False) -> list[AuditHead]:
+        """Every head, in id order; ``lock``: row-locked in that order, each read once its
+        chain's writer committed (what ``seal`` needs)."""
+        write_tip(self.session)
+        stmt = select(AuditHead).order_by(AuditHead.id)
+        if lock:
+            stmt = stmt.with_for_update()
+        return list(self.session.scalars(stmt.execution_options(populate_existing=True)))
 
     def check_key(self) -> None:
         """At start-up: refuse a key that does not fit the log (or no key for a keyed log)."""
@@ -243,8 +238,7 @@ class AuditRepository:
         existed), and only a log that checks out and matches it is sealed."""
         if self.key is None:
             raise AuditChainError("AUDIT_KEY is required to seal the audit log")
-        self._take_turn(*range(AUDIT_SHARDS))
-        heads = self.heads()
+        heads = self.heads(lock=True)  # appends wait for the seal, and it for them
         if heads and all(head.keyed_from is not None for head in heads):
             self.check_key()
             return Seal(events=sum(h.keyed_from - 1 for h in heads if h.keyed_from), already=True)

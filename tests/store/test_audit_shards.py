@@ -253,15 +253,15 @@ def _statements(db: Database) -> list[str]:
 
 
 def test_a_transaction_takes_its_chains_turn_and_reads_its_head_once(pg_url: str) -> None:
-    """Several events in one transaction: one lock and one head read, and the events still
+    """Several events in one transaction: one head read, locking it, and the events still
     link up one after the other."""
     db = open_store(pg_url)
     (x,) = runs_in_distinct_shards(1)
     sent = _statements(db)
     with db.transaction() as s:
         events = [AuditRepository(s).record(kind, run_id=x) for kind in ("a", "b", "c")]
-    assert sum("pg_advisory_xact_lock" in q for q in sent) == 1
     assert sum("FROM audit_head" in q for q in sent) == 1
+    assert sum("FROM audit_head" in q and "FOR UPDATE" in q for q in sent) == 1
     assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:2]]
     report = check(db)
     assert report.intact and report.checked == 3
@@ -280,7 +280,7 @@ def test_a_turn_taken_in_a_rolled_back_savepoint_is_taken_again(pg_url: str) -> 
             AuditRepository(s).record("undone", run_id=x)
             raise RuntimeError("the savepoint rolls back")
         AuditRepository(s).record("kept", run_id=x)
-    assert sum("pg_advisory_xact_lock" in q for q in sent) == 2
+    assert sum("FROM audit_head" in q and "FOR UPDATE" in q for q in sent) == 2
     report = check(db)
     assert report.intact and report.checked == 2
     db.dispose()
