@@ -79,7 +79,7 @@ class Handoff:
     def reserve(self, wanted: int) -> Reservation | None:
         """How many of ``wanted`` items idle workers can take at once; None for none."""
         with self._cond:
-            count = min(wanted, self._free()) if self._owner is not None else 0
+            count = min(wanted, self._free())
             if count <= 0 or self._owner is None:
                 return None
             self._reserved += count
@@ -90,6 +90,7 @@ class Handoff:
         or changed since the reservation: the caller must queue them again."""
         with self._cond:
             self._reserved -= reservation.count
+            self._cond.notify_all()
             if self._owner != reservation.owner:
                 return False
             self._pending.extend(items)
@@ -99,11 +100,15 @@ class Handoff:
         """The reserved items were not stored."""
         with self._cond:
             self._reserved -= reservation.count
+            self._cond.notify_all()
 
     def take(self) -> Claimed | None:
         """An item handed over and not yet taken by a worker."""
         with self._cond:
-            return self._pending.popleft() if self._pending else None
+            if not self._pending:
+                return None
+            self._cond.notify_all()
+            return self._pending.popleft()
 
     def _free(self) -> int:
         return self._idle - self._reserved - len(self._pending)

@@ -178,3 +178,37 @@ def test_items_handed_over_before_the_pool_stops_are_worked_before_it_exits(
     assert rows(h.bot.db) == [(InboxStatus.DONE, inbox.owner, 1)] * 2
     result_message(h, first_root)
     result_message(h, second_root)
+
+
+def test_a_handed_over_click_that_fails_is_given_back_to_be_tried_again(
+    serve_bot, pg_url, monkeypatch
+):
+    h = serve_bot(pg_url, worker_threads=1)
+    given_back = threading.Event()
+    retry_later = InboxRepository.retry_later
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("the agent is unreachable")
+
+    def noted(self: InboxRepository, *args: object, **kwargs: object) -> bool:
+        kept = retry_later(self, *args, **kwargs)  # type: ignore[arg-type]
+        given_back.set()
+        return kept
+
+    monkeypatch.setattr("bot.inbox.process", failing)
+    monkeypatch.setattr(InboxRepository, "retry_later", noted)
+    root, card = start_run(h, SEND)
+    assert h.bot.listeners.wait_idle(timeout=60)
+    assert h.bot.services.handoff.wait_idle(1, timeout=60)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert given_back.wait(timeout=60)
+    with h.bot.db.transaction() as s:
+        item = s.scalars(select(InboxItem)).one()
+        assert (item.status, item.claimed_by, item.attempts) == (InboxStatus.CLAIMED, None, 1)
+        assert item.last_error == "RuntimeError: the agent is unreachable"
+    monkeypatch.undo()
+    lease_runs_out(h)
+    h.bot.services.doorbell.ring()
+    result_message(h, root)
+    assert h.bot.inbox.wait_idle(timeout=60)
+    assert rows(h.bot.db) == [(InboxStatus.DONE, h.bot.inbox.owner, 2)]
