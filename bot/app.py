@@ -31,6 +31,7 @@ from bot.agent_wiring import open_agent
 from bot.directory import UsergroupDirectory
 from bot.errors import NOT_INSTALLED
 from bot.executor import BoundedExecutor, ListenerPool
+from bot.handoff import Handoff
 from bot.home import HomeRefreshingNotifier, HomeTab
 from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
@@ -247,9 +248,11 @@ def build_bot(
         workspaces=slack.workspaces, overview=engine.overview, usergroup_members=directory.members
     )
     notifier.watch(home)
+    handoff = Handoff()
     services = BotServices(
         engine=engine,
-        writer=InboxWriter(db),
+        writer=InboxWriter(db, handoff=handoff),
+        handoff=handoff,
         switch=KillSwitch(
             db=db,
             policy=policy,

@@ -4,6 +4,8 @@ Each item is claimed with a lease (renewed while it is worked on) and marked don
 afterwards. A worker that dies leaves its lease to run out; another claims the item again, and
 the item's id, passed to the engine as the decision's idempotency key, keeps the redo from
 recording a second decision. PostgreSQL wakes workers with LISTEN/NOTIFY; SQLite polls.
+A click this process stores while a worker is idle is stored claimed for it and handed over in
+memory (``bot.handoff``): no claiming transaction, the same lease, renewal and finish.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sqlalchemy.engine import make_url
 from agent_runtime import trace
 from agent_runtime.faults import fault_point
 from bot.errors import GAVE_UP, UNEXPECTED, user_message
+from bot.handoff import Claimed
 from bot.listeners.actions.cancel import cancel_run
 from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
 from bot.metrics import clicked_at
@@ -97,6 +100,7 @@ class InboxWorkers:
             return
         self._stop.clear()
         self.services.doorbell.reopen()
+        self.services.handoff.open(owner=self.owner, lease=self.lease)
         for n in range(self.threads):
             self._spawn(self._work_loop, f"inbox-worker-{n}")
         if not self.db.is_sqlite:
@@ -108,7 +112,8 @@ class InboxWorkers:
         self._running.append(thread)
 
     def stop(self, *, timeout: float = 30.0) -> None:
-        """Claim nothing more; let items being worked on finish."""
+        """Claim nothing more; let items being worked on (or handed over) finish."""
+        self.services.handoff.close()
         self._stop.set()
         self.services.doorbell.close()
         deadline = time.monotonic() + timeout
@@ -135,31 +140,54 @@ class InboxWorkers:
                 self._settled.wait(timeout=min(left, self._poll))
 
     def _work_loop(self) -> None:
+        handoff = self.services.handoff
         while not self._stop.is_set():
             try:
-                worked = self.run_once()
+                worked = self._run_handed() or self.run_once()
             except Exception:
                 logger.exception("inbox worker failed; it goes on")
                 worked = False
             if not worked and not self._stop.is_set():
-                self.services.doorbell.wait(timeout=self._poll)
+                with handoff.idle():
+                    self.services.doorbell.wait(timeout=self._poll)
+        self._finish_handed()
+
+    def _finish_handed(self) -> None:
+        """Items handed over before the hand-off closed are this pool's to work on."""
+        while True:
+            try:
+                if not self._run_handed():
+                    return
+            except Exception:
+                logger.exception("inbox worker failed; it goes on")
+
+    def _run_handed(self) -> bool:
+        """Work on an item the writer stored claimed for this pool; ``False`` if there was none."""
+        claimed = self.services.handoff.take()
+        if claimed is None:
+            return False
+        self._run(claimed)
+        return True
 
     def run_once(self) -> bool:
         """Claim one item and work on it; ``False`` if there was none."""
         with self.db.transaction() as s:
             item = InboxRepository(s).claim_next(owner=self.owner, lease=self.lease)
-            claimed = _Claimed.of(item) if item is not None else None
+            claimed = _claimed(item) if item is not None else None
         if claimed is None:
             return False
+        self._run(claimed)
+        return True
+
+    def _run(self, claimed: Claimed) -> None:
         fault_point("after_ack")
         try:
             self._handle(claimed)
         finally:
             with self._settled:
                 self._settled.notify_all()
-        return True
 
-    def _handle(self, claimed: _Claimed) -> None:
+    def _handle(self, claimed: Claimed) -> None:
         try:
             work = Work.model_validate(claimed.payload)
         except ValidationError as exc:
@@ -173,7 +201,7 @@ class InboxWorkers:
             return
         self._work(claimed, work)
 
-    def _work(self, claimed: _Claimed, work: Work) -> None:
+    def _work(self, claimed: Claimed, work: Work) -> None:
         """Worked on with the item's ids bound to every log line, and its click time known to
         the resume it may start (for the click-to-resume histogram)."""
         clicked = clicked_at.set(claimed.created_at)
@@ -189,7 +217,7 @@ class InboxWorkers:
         finally:
             clicked_at.reset(clicked)
 
-    def _attempt(self, claimed: _Claimed, work: Work) -> None:
+    def _attempt(self, claimed: Claimed, work: Work) -> None:
         """An unexpected failure is tried again a little later (a redo decides nothing twice);
         after ``MAX_ATTEMPTS``, or at once for a known cause, the user is told and the drop is
         audited."""
@@ -273,23 +301,6 @@ class InboxWorkers:
                 self._stop.wait(1.0)
 
 
-class _Claimed:
-    """What a worker needs of a claimed item, read inside the claiming transaction."""
-
-    def __init__(
-        self,
-        item_id: int,
-        kind: str,
-        payload: dict[str, object],
-        attempts: int,
-        *,
-        created_at: dt.datetime,
-    ):
-        self.id, self.kind, self.payload, self.attempts = item_id, kind, payload, attempts
-        self.created_at = created_at
-
-    @classmethod
-    def of(cls, item: InboxItem) -> _Claimed:
-        return cls(
-            item.id, item.kind, dict(item.payload), item.attempts, created_at=item.created_at
-        )
+def _claimed(item: InboxItem) -> Claimed:
+    """Read inside the claiming transaction."""
+    return Claimed(item.id, item.kind, dict(item.payload), item.attempts, item.created_at)

@@ -7,10 +7,14 @@ committed. A listener that gives up waiting before its item was taken withdraws 
 item is answered as busy and never stored. Once taken, the transaction's outcome is the answer,
 however late (past Slack's 3 seconds the reviewer sees a timeout, and the click is decided); only
 a commit still under way after ``COMMIT_SECONDS`` (a database in trouble) is answered as busy
-although it may yet be stored, which is logged as an error."""
+although it may yet be stored, which is logged as an error.
+
+With a ``Handoff``, as many items as this process has idle inbox workers are stored already
+claimed for them and handed over in memory (see ``bot.handoff``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import logging
 import queue
@@ -19,9 +23,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.handoff import Claimed, Handoff, Reservation
 from store.db import Database
-from store.inbox import InboxRepository
-from store.models import InboxKind
+from store.inbox import Held, InboxRepository
+from store.models import InboxKind, utcnow
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 64
@@ -60,9 +65,12 @@ class _Item:
 
 
 class InboxWriter:
-    def __init__(self, db: Database, *, wait: float = WAIT_SECONDS) -> None:
+    def __init__(
+        self, db: Database, *, wait: float = WAIT_SECONDS, handoff: Handoff | None = None
+    ) -> None:
         self.db = db
         self.wait = wait
+        self.handoff = handoff
         self.origin = uuid.uuid4().hex
         """Names this writer on the NOTIFY of what it stored (see ``InboxRepository.add_many``)."""
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
@@ -114,15 +122,59 @@ class InboxWriter:
     def _store(self, batch: list[_Item]) -> None:
         if not batch:
             return
+        reservation = self.handoff.reserve(len(batch)) if self.handoff is not None else None
+        now = utcnow()
+        held = (
+            Held(reservation.owner, now + reservation.lease, reservation.count)
+            if reservation is not None
+            else None
+        )
         try:
             with self.db.transaction() as s:
-                InboxRepository(s).add_many(
-                    [(item.kind, item.payload) for item in batch], origin=self.origin
+                ids = InboxRepository(s).add_many(
+                    [(item.kind, item.payload) for item in batch],
+                    origin=self.origin,
+                    held=held,
+                    now=now,
                 )
         except Exception:
             logger.exception("could not store %d inbox item(s)", len(batch))
+            if reservation is not None:
+                assert self.handoff is not None
+                self.handoff.cancel(reservation)
             for item in batch:
                 item.settle(_State.FAILED)
             return
+        undelivered = self._hand_over(reservation, batch, ids, now=now)
         for item in batch:
             item.settle(_State.STORED)
+        if undelivered:
+            self._queue_again(undelivered, owner=reservation.owner if reservation else "")
+
+    def _hand_over(
+        self,
+        reservation: Reservation | None,
+        batch: list[_Item],
+        ids: list[int],
+        *,
+        now: dt.datetime,
+    ) -> list[int]:
+        """Give the items stored claimed to the idle workers; the ids of those not given."""
+        if reservation is None or self.handoff is None:
+            return []
+        handed = [
+            Claimed(item_id, item.kind, dict(item.payload), 1, now)
+            for item_id, item in zip(ids, batch[: reservation.count], strict=False)
+        ]
+        if self.handoff.deliver(reservation, handed):
+            return []
+        return [claimed.id for claimed in handed]
+
+    def _queue_again(self, item_ids: list[int], *, owner: str) -> None:
+        """The pool stopped before its items were handed over: queue them for any worker. If
+        even that fails, they are claimed again once their lease runs out."""
+        try:
+            with self.db.transaction() as s:
+                InboxRepository(s).release(item_ids, owner=owner)
+        except Exception:
+            logger.exception("could not queue again %d inbox item(s)", len(item_ids))

@@ -18,6 +18,7 @@ from bot.directory import UsergroupDirectory
 from bot.doorbell import Doorbell
 from bot.errors import BUSY_CLICK, user_message
 from bot.executor import BoundedExecutor
+from bot.handoff import Handoff
 from bot.inbox_writer import InboxWriter
 from bot.metrics import Metrics
 from bot.workspaces import Workspaces
@@ -76,6 +77,9 @@ class BotServices:
     decisions (a full worker pool is when they are needed)."""
     doorbell: Doorbell = field(default_factory=Doorbell)
     """Rung when this process stores an inbox item, so one of its workers looks at once."""
+    handoff: Handoff = field(default_factory=Handoff)
+    """Idle inbox workers of this process, to which the writer hands items stored claimed;
+    the writer must be given the same one."""
     home: HomeTab | None = None
     """Publishes and refreshes users' Home tabs."""
 

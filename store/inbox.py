@@ -2,17 +2,19 @@
 
 A claim is a lease: an item whose lease ran out (its worker died) is claimed again. On
 PostgreSQL workers skip rows another worker has locked (``FOR UPDATE SKIP LOCKED``); SQLite
-serializes writers (``BEGIN IMMEDIATE``), so a conditional update is enough there.
+serializes writers, so the same single update is enough there.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, text, update
+from sqlalchemy import and_, delete, func, insert, select, text, true, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import ScalarSelect
 
 from store.models import InboxItem, InboxKind, InboxStatus, utcnow
 from store.repositories import affected
@@ -44,6 +46,29 @@ def _lapsed(now: dt.datetime) -> ColumnElement[bool]:
     return and_(InboxItem.status == InboxStatus.CLAIMED, InboxItem.lease_until <= now)
 
 
+def _oldest(wanted: ColumnElement[bool]) -> ScalarSelect[int]:
+    """The id of the oldest such item, locked (rows locked by another claim are skipped)."""
+    return (
+        select(InboxItem.id)
+        .where(wanted)
+        .order_by(InboxItem.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+
+
+@dataclass(frozen=True)
+class Held:
+    """Items stored already claimed by ``owner`` until ``until`` (their first attempt): handed
+    to that owner's idle workers in memory, and claimed again by anyone once lapsed, like an
+    item claimed the usual way."""
+
+    owner: str
+    until: dt.datetime
+    count: int
+
+
 class InboxRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -60,33 +85,52 @@ class InboxRepository:
         return item
 
     def add_many(
-        self, items: list[tuple[InboxKind, dict[str, Any]]], *, origin: str = ""
+        self,
+        items: list[tuple[InboxKind, dict[str, Any]]],
+        *,
+        origin: str = "",
+        held: Held | None = None,
+        now: dt.datetime | None = None,
     ) -> list[int]:
-        """Queue several items in this transaction (one insert, one NOTIFY); their ids.
-        ``origin`` (no spaces) rides on the NOTIFY: the process that stored the items has
-        woken its own worker already, and its listener need not wake a second one."""
+        """Queue several items in this transaction (one statement, NOTIFY included); their ids,
+        in the order given. ``origin`` (no spaces) rides on the NOTIFY: the process that stored
+        the items has woken its own worker already, and its listener need not wake a second
+        one. The first ``held.count`` items are stored claimed (see ``Held``)."""
         if not items:
             return []
-        now = utcnow()
+        now = now or utcnow()
+        count = held.count if held is not None else 0
         rows = [
             {
                 "kind": kind,
                 "payload": payload,
-                "status": InboxStatus.QUEUED,
-                "attempts": 0,
+                "status": InboxStatus.CLAIMED if n < count else InboxStatus.QUEUED,
+                "claimed_by": held.owner if held is not None and n < count else None,
+                "lease_until": held.until if held is not None and n < count else None,
+                "attempts": 1 if n < count else 0,
                 "created_at": now,
             }
-            for kind, payload in items
+            for n, (kind, payload) in enumerate(items)
         ]
+        if self._postgres:
+            return self._add_and_notify(rows, origin=origin, notify=count < len(rows))
         # One statement, no unit of work: this is on the path of every click's ack.
         stmt = insert(InboxItem).returning(InboxItem.id, sort_by_parameter_order=True)
-        ids = list(self.session.scalars(stmt, rows))
-        if self._postgres:
-            self.session.execute(
-                text("SELECT pg_notify(:channel, :id)"),
-                {"channel": INBOX_CHANNEL, "id": f"{origin} {ids[-1]}"},
-            )
-        return ids
+        return list(self.session.scalars(stmt, rows))
+
+    def _add_and_notify(
+        self, rows: list[dict[str, Any]], *, origin: str, notify: bool
+    ) -> list[int]:
+        """One round trip: the insert, and (if any item is queued) a NOTIFY naming the last.
+        Ids follow the VALUES order (each row draws from the sequence in turn; SQLAlchemy's
+        own ordered inserts rely on the same), so sorting them gives the order given."""
+        stored = insert(InboxItem).values(rows).returning(InboxItem.id).cte("stored")
+        stmt = select(stored.c.id).order_by(stored.c.id)
+        if notify:
+            announce = func.concat(f"{origin} ", func.max(stored.c.id))
+            rung = select(func.pg_notify(INBOX_CHANNEL, announce).label("rung")).cte("rung")
+            stmt = stmt.join_from(stored, rung, true())
+        return list(self.session.scalars(stmt))
 
     def get(self, item_id: int) -> InboxItem | None:
         return self.session.get(InboxItem, item_id)
@@ -95,44 +139,50 @@ class InboxRepository:
         self, *, owner: str, lease: dt.timedelta, now: dt.datetime | None = None
     ) -> InboxItem | None:
         """The oldest queued item, else the oldest whose lease ran out; None if there is none.
-        Each look is one status at a time, so it is read from the (status, id) index, not by
-        scanning every item ever stored."""
+        One statement: the second look runs only if the first found nothing, and each look
+        is one status at a time, read from the (status, id) index. On PostgreSQL a row another
+        worker is claiming is skipped; SQLite runs one writer at a time."""
         now = now or utcnow()
-        for wanted in (_queued(), _lapsed(now)):
-            item = self._take(wanted)
-            if item is not None:
-                item.status = InboxStatus.CLAIMED
-                item.claimed_by = owner
-                item.lease_until = now + lease
-                item.attempts += 1
-                self.session.flush()
-                return item
-        return None
-
-    def _take(self, wanted: ColumnElement[bool]) -> InboxItem | None:
-        if self._postgres:
-            stmt = (
-                select(InboxItem)
-                .where(wanted)
-                .order_by(InboxItem.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            )
-            return self.session.scalars(stmt).one_or_none()
-        found = self.session.scalar(
-            select(InboxItem.id).where(wanted).order_by(InboxItem.id).limit(1)
-        )
-        if found is None:
-            return None
-        won = self.session.execute(
+        wanted = func.coalesce(_oldest(_queued()), _oldest(_lapsed(now)))
+        stmt = (
             update(InboxItem)
-            .where(InboxItem.id == found, wanted)
-            .values(status=InboxStatus.CLAIMED)
+            .where(InboxItem.id == wanted)
+            .values(
+                status=InboxStatus.CLAIMED,
+                claimed_by=owner,
+                lease_until=now + lease,
+                attempts=InboxItem.attempts + 1,
+            )
+            .returning(InboxItem)
+            .execution_options(synchronize_session=False, populate_existing=True)
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def release(self, item_ids: list[int], *, owner: str) -> int:
+        """Queue again items stored claimed for a worker that never got them (its pool was
+        stopping), as if never claimed; how many this owner still held."""
+        result = self.session.execute(
+            update(InboxItem)
+            .where(
+                InboxItem.id.in_(item_ids),
+                InboxItem.status == InboxStatus.CLAIMED,
+                InboxItem.claimed_by == owner,
+            )
+            .values(
+                status=InboxStatus.QUEUED,
+                claimed_by=None,
+                lease_until=None,
+                attempts=InboxItem.attempts - 1,
+            )
             .execution_options(synchronize_session=False)
         )
-        if not affected(won):
-            return None
-        return self.session.get(InboxItem, found, populate_existing=True)
+        released = affected(result)
+        if released and self._postgres:  # other processes' workers may take them
+            self.session.execute(
+                text("SELECT pg_notify(:channel, :id)"),
+                {"channel": INBOX_CHANNEL, "id": f" {max(item_ids)}"},
+            )
+        return released
 
     def renew(self, item_id: int, *, owner: str, until: dt.datetime) -> bool:
         """Extend a lease this owner still holds; False if it lost it."""

@@ -58,6 +58,7 @@ def test_a_click_costs_a_few_claims_however_many_workers_wait(serve_bot, pg_url,
     root, card = start_run(h, SEND)
     assert h.bot.listeners.wait_idle(timeout=60)
     monkeypatch.setattr(InboxRepository, "claim_next", counted)
+    h.bot.services.handoff.close()  # stored queued, as if no worker were idle (test_handoff)
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     result_message(h, root)
     assert h.bot.listeners.wait_idle(timeout=60)
@@ -66,9 +67,6 @@ def test_a_click_costs_a_few_claims_however_many_workers_wait(serve_bot, pg_url,
 
 def test_a_click_rings_once_in_the_process_that_stored_it(serve_bot, pg_url, monkeypatch):
     """Its own NOTIFY rings no second worker there; another process's NOTIFY does ring."""
-    h = serve_bot(pg_url, worker_threads=8)
-    root, card = start_run(h, SEND)
-    assert h.bot.listeners.wait_idle(timeout=60)
     rings: list[int] = []
     heard: list[str] = []
     done = threading.Condition()
@@ -85,8 +83,13 @@ def test_a_click_rings_once_in_the_process_that_stored_it(serve_bot, pg_url, mon
                 heard.append(note.payload)
                 done.notify_all()
 
-    monkeypatch.setattr(Doorbell, "ring", counted)
+    # Watched from the start: a NOTIFY is never read by a look begun before the patch.
     monkeypatch.setattr(psycopg.Connection, "notifies", listened)
+    h = serve_bot(pg_url, worker_threads=8)
+    root, card = start_run(h, SEND)
+    assert h.bot.listeners.wait_idle(timeout=60)
+    monkeypatch.setattr(Doorbell, "ring", counted)
+    h.bot.services.handoff.close()  # stored queued, so it is announced by a NOTIFY
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     result_message(h, root)
     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -7,10 +7,12 @@ import datetime as dt
 import threading
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from sqlalchemy import event
 
 from store.db import Database
-from store.inbox import InboxRepository
+from store.inbox import INBOX_CHANNEL, Held, InboxRepository, notified_by
 from store.migrate import upgrade
 from store.models import InboxKind, InboxStatus, utcnow
 
@@ -137,3 +139,98 @@ def test_items_stored_together_get_their_ids_in_the_order_given(db: Database) ->
         stored = [InboxRepository(s).get(i) for i in ids]
         assert [item.payload["n"] for item in stored if item is not None] == list(range(40))
         assert {item.status for item in stored if item is not None} == {InboxStatus.QUEUED}
+
+
+class Statements:
+    """Counts the statements sent to the database while it is active."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.sent: list[str] = []
+
+    def __enter__(self) -> Statements:
+        event.listen(self.db.engine, "before_cursor_execute", self._count)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        event.remove(self.db.engine, "before_cursor_execute", self._count)
+
+    def _count(self, _conn, _cursor, statement: str, *_args: object) -> None:  # type: ignore[no-untyped-def]
+        self.sent.append(statement)
+
+
+def test_items_are_stored_and_announced_in_one_statement(pg_db: Database, pg_url: str) -> None:
+    """On the path of every click's ack: the insert and its NOTIFY are one round trip, and
+    the NOTIFY still names the origin and the last item stored."""
+    with psycopg.connect(pg_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {INBOX_CHANNEL}")
+        with pg_db.transaction() as s, Statements(pg_db) as statements:
+            repo = InboxRepository(s)
+            ids = repo.add_many([(InboxKind.APPROVE, {"n": n}) for n in range(5)], origin="me")
+        [note] = list(listener.notifies(timeout=5, stop_after=1))
+    assert len(statements.sent) == 1, statements.sent
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert note.payload == f"me {ids[-1]}" and notified_by(note.payload) == "me"
+    with pg_db.transaction() as s:
+        got = [InboxRepository(s).get(i) for i in ids]
+        assert [item.payload["n"] for item in got if item is not None] == list(range(5))
+
+
+def test_a_claim_is_one_statement_for_a_queued_and_for_a_lapsed_item(pg_db: Database) -> None:
+    first, second = add(pg_db, 2)
+    now = utcnow()
+    with Statements(pg_db) as statements:
+        assert claim(pg_db, "a", now=now) == first
+    assert len([s for s in statements.sent if "inbox_items" in s]) == 1, statements.sent
+    assert claim(pg_db, "b", now=now) == second
+    with Statements(pg_db) as statements:
+        assert claim(pg_db, "c", now=now + LEASE * 2) == first, "the oldest lapsed first"
+        assert claim(pg_db, "d", now=now + LEASE / 2) is None
+    assert len([s for s in statements.sent if "inbox_items" in s]) == 2, statements.sent
+    with pg_db.transaction() as s:
+        item = InboxRepository(s).get(first)
+        assert item is not None and (item.claimed_by, item.attempts) == ("c", 2)
+
+
+def test_items_can_be_stored_already_claimed_and_are_claimed_again_once_lapsed(
+    db: Database,
+) -> None:
+    """The first ``count`` of a batch go to a worker of this process at once: stored claimed,
+    with a lease; if that worker never finishes them, they lapse like any claimed item."""
+    now = utcnow()
+    held = Held(owner="here", until=now + LEASE, count=2)
+    with db.transaction() as s:
+        ids = InboxRepository(s).add_many(
+            [(InboxKind.APPROVE, {"n": n}) for n in range(3)], held=held, now=now
+        )
+    with db.transaction() as s:
+        got = [InboxRepository(s).get(i) for i in ids]
+        states = [(i.status, i.claimed_by, i.attempts) for i in got if i is not None]
+    assert states == [
+        (InboxStatus.CLAIMED, "here", 1),
+        (InboxStatus.CLAIMED, "here", 1),
+        (InboxStatus.QUEUED, None, 0),
+    ]
+    assert claim(db, "other", now=now) == ids[2]
+    assert claim(db, "other", now=now + LEASE / 2) is None, "the hand-off's lease holds"
+    assert claim(db, "other", now=now + LEASE * 2) == ids[0]
+    with db.transaction() as s:
+        repo = InboxRepository(s)
+        assert not repo.finish(ids[0], owner="here", status=InboxStatus.DONE), "lost its lease"
+        item = repo.get(ids[0])
+        assert item is not None and (item.claimed_by, item.attempts) == ("other", 2)
+
+
+def test_items_handed_back_are_queued_as_if_never_claimed(db: Database) -> None:
+    now = utcnow()
+    with db.transaction() as s:
+        ids = InboxRepository(s).add_many(
+            [(InboxKind.APPROVE, {})], held=Held(owner="here", until=now + LEASE, count=1)
+        )
+    with db.transaction() as s:
+        assert InboxRepository(s).release(ids, owner="here") == 1
+        assert InboxRepository(s).release(ids, owner="here") == 0, "only what it holds"
+    assert claim(db, "other", now=now) == ids[0]
+    with db.transaction() as s:
+        item = InboxRepository(s).get(ids[0])
+        assert item is not None and item.attempts == 1
