@@ -9,9 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
+from sqlalchemy.orm import Session
 
 from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
@@ -30,9 +32,9 @@ from agent_runtime.wire import (
     tool_call_ids,
 )
 from store.db import Database
-from store.models import Action, Run, new_id
+from store.models import Action, ApprovalRequest, Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
-from store.statuses import RunStatus
+from store.statuses import RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -150,16 +152,19 @@ class RunLifecycle:
             recorded = self._record_interrupt(run_id, pending, state=state)
             if recorded is None:
                 continue
-            request_id, decided = recorded
-            if decided:
-                yield request_id
+            if recorded.stopped is not None:
+                self.announcer.run_finished(recorded.stopped)
+                return
+            if recorded.decided:
+                yield recorded.request_id
             else:
-                self.announcer.post_card(request_id)
+                self.announcer.post_card(recorded.request_id)
 
     def _record_interrupt(
         self, run_id: str, pending: PendingInterrupt, *, state: StateSnapshot
-    ) -> tuple[str, bool] | None:
-        """The request of one interrupt (once), and whether it is decided and claimed."""
+    ) -> _Recorded | None:
+        """The request of one interrupt (once), and whether it is decided and claimed (or
+        the run was stopped instead)."""
         messages = state.values.get("messages", [])
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
@@ -193,9 +198,33 @@ class RunLifecycle:
                     "actions": _audited(actions, self.policy),
                 },
             )
+            if any(POLICY_VETO in (a.extra or {}) for a in actions):
+                stopped = self._stop_if_refused_too_often(s, run, request)
+                if stopped is not None:
+                    return _Recorded(request.id, decided=False, stopped=stopped)
             # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
             decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
-            return request.id, decided
+            return _Recorded(request.id, decided=decided)
+
+    def _stop_if_refused_too_often(
+        self, s: Session, run: Run, request: ApprovalRequest
+    ) -> RunView | None:
+        """Past ``max_policy_refusals`` refused calls in the run, the request is closed
+        unresumed and the run failed (each refusal is answered at once, so an agent that
+        keeps proposing such calls would loop for ever). The run that was stopped, if so."""
+        refused = ApprovalRepository(s).refused_by_policy(run.id, marked=POLICY_VETO)
+        if refused <= self.policy.defaults.max_policy_refusals:
+            return None
+        reason = (
+            f"Stopped: the agent kept proposing calls the approval policy refuses ({refused} "
+            "in this run). None of them ran."
+        )
+        ApprovalRepository(s).finish(request, status=RequestStatus.INVALIDATED, outcome=reason)
+        RunRepository(s).set_status(run, RunStatus.FAILED, result_text=reason)
+        AuditRepository(s).record(
+            "run_failed", outcome="error", run_id=run.id, team_id=run.team_id, reason=reason
+        )
+        return run_view(run)
 
     def _cancelled(self, run_id: str) -> bool:
         with self.db.transaction() as s:
@@ -246,3 +275,12 @@ def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
             }
         )
     return audited
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    request_id: str
+    decided: bool
+    """Nothing left for people to decide, and claimed by this process: resume it now."""
+    stopped: RunView | None = None
+    """The run stopped instead (too many calls refused by the policy): tell its thread."""

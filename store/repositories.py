@@ -194,6 +194,16 @@ class ApprovalRepository:
         )
         return [a for a in self.session.scalars(stmt) if a.decisions]
 
+    def refused_by_policy(self, run_id: str, *, marked: str) -> int:
+        """How many of this run's actions were refused without anyone: their ``extra`` holds
+        the ``marked`` key (the policy's reason)."""
+        stmt = (
+            select(Action.extra)
+            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+            .where(ApprovalRequest.run_id == run_id, Action.outcome == ActionOutcome.REJECTED)
+        )
+        return sum(1 for extra in self.session.scalars(stmt) if extra and marked in extra)
+
     def open_for_run(self, run_id: str, *, for_update: bool = False) -> list[ApprovalRequest]:
         """``for_update``: lock their rows (in id order, so two lockers never deadlock) and
         read them fresh; a row that left the open statuses while we waited is skipped."""

@@ -287,3 +287,33 @@ llm_failed = _llm_graded_publish(_scripts()["failed"])
 llm_never_satisfied = _llm_graded_publish(_scripts()["never_satisfied"])
 llm_unavailable = _llm_graded_publish(_scripts()["unavailable"])
 llm_after_a_wrong_total = _llm_graded_publish(_scripts()["satisfied"], wrong_first_total=True)
+
+
+STUBBORN_LIMIT = 40
+"""Proposals the stubborn sender makes before it gives up by itself."""
+
+
+def stubborn_sender(checkpointer, *, policy, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """An agent that answers every refusal by proposing the very call the policy refuses
+    again (a message to a domain outside the allowed ones), up to ``STUBBORN_LIMIT`` times."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from agent_runtime.agents.change_request import build_agent
+    from agent_runtime.offline_model import OfflineChatModel
+
+    class Stubborn(OfflineChatModel):
+        def _reply(self, messages):  # type: ignore[no-untyped-def]
+            tries = sum(isinstance(m, ToolMessage) for m in messages)
+            if tries >= STUBBORN_LIMIT:
+                return AIMessage(content="I give up.")
+            call = {
+                "name": "send_external_message",
+                "args": {"recipient": "boss@elsewhere.org", "text": "again"},
+                "id": f"call_stubborn_{tries}",
+                "type": "tool_call",
+            }
+            return AIMessage(content="", tool_calls=[call])
+
+    return build_agent(
+        checkpointer, policy=policy, model=Stubborn(), workspace=workspace, gate=gate
+    )
