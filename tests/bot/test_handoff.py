@@ -192,7 +192,8 @@ def test_a_handed_over_click_that_fails_is_given_back_to_be_tried_again(
 
     def noted(self: InboxRepository, *args: object, **kwargs: object) -> bool:
         kept = retry_later(self, *args, **kwargs)  # type: ignore[arg-type]
-        given_back.set()
+        # Told once the giving back is committed, not when its statement is sent.
+        event.listen(self.session, "after_commit", lambda _s: given_back.set(), once=True)
         return kept
 
     monkeypatch.setattr("bot.inbox.process", failing)
