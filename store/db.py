@@ -6,11 +6,12 @@ import contextlib
 import os
 import threading
 import time
+import typing
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection, CursorResult, Result, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -198,3 +199,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def affected(result: Result[Any]) -> int:
+    """Rows an UPDATE or DELETE touched: a guarded update that touched none lost its race."""
+    return typing.cast("CursorResult[Any]", result).rowcount

@@ -13,8 +13,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.sql.elements import ColumnElement
 
+from store.db import affected
 from store.models import Action, ApprovalRequest, DigestItem, DigestMessage, new_id
-from store.repositories import affected
 from store.statuses import RequestStatus
 
 

@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
+from store.db import affected
 from store.models import InboxItem, InboxKind, InboxStatus, utcnow
-from store.repositories import affected
 
 INBOX_CHANNEL = "approval_inbox"
 """The PostgreSQL NOTIFY channel workers LISTEN on."""

@@ -3,74 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
-import typing
 from collections.abc import Iterable
-from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import ColumnElement
 
 from store import pending_slots
 from store.audit_log import AuditRepository
-from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
+from store.db import affected
+from store.decision_repository import DecisionRepository
+from store.models import Action, ApprovalRequest, utcnow
+from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
 
-# The audit log's repository lives beside its chain; callers find every repository here.
-__all__ = ["ApprovalRepository", "AuditRepository", "DecisionRepository", "RunRepository"]
-
-
-def affected(result: Result[Any]) -> int:
-    """Rows an UPDATE or DELETE touched: a guarded update that touched none lost its race."""
-    return typing.cast("CursorResult[Any]", result).rowcount
-
-
-class RunRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def add(self, run: Run) -> Run:
-        self.session.add(run)
-        self.session.flush()
-        return run
-
-    def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
-        """``for_update`` locks the run's row and reads it fresh (lock order: a run's request
-        rows first, then the run, then the audit chain)."""
-        if not for_update:
-            return self.session.get(Run, run_id)
-        stmt = (
-            select(Run)
-            .where(Run.id == run_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
-        return self.session.scalars(stmt).one_or_none()
-
-    def status(self, run_id: str, *, hold: bool = False) -> str | None:
-        """The run's status; ``hold`` keeps a shared lock on its row until the transaction
-        ends, so nobody changes the status meanwhile (PostgreSQL; SQLite writes one at a time)."""
-        stmt = select(Run.status).where(Run.id == run_id)
-        return self.session.scalar(stmt.with_for_update(read=True) if hold else stmt)
-
-    def mark_result_posted(self, run_id: str) -> bool:
-        """Remember the run's result reached its thread; ``True`` for the one caller whose
-        update changed it (so one replica posts a missing result)."""
-        result = self.session.execute(
-            update(Run)
-            .where(Run.id == run_id, Run.result_posted.is_(False))
-            .values(result_posted=True)
-            .execution_options(synchronize_session=False)
-        )
-        return affected(result) > 0
-
-    def set_status(self, run: Run, status: str, *, result_text: str | None = None) -> None:
-        run.status = status
-        run.updated_at = utcnow()
-        if result_text is not None:
-            run.result_text = result_text
+# Each repository lives in a module of its own (the audit log's beside its chain); callers
+# find every one here.
+__all__ = [
+    "ApprovalRepository",
+    "AuditRepository",
+    "DecisionRepository",
+    "RunRepository",
+    "affected",
+]
 
 
 class ApprovalRepository:
@@ -356,44 +312,3 @@ class ApprovalRepository:
         request.card_ts = ts
         request.card_status = shows
         return True
-
-
-class DecisionRepository:
-    """Append-only: there is no update and no delete."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def add(
-        self,
-        action: Action,
-        *,
-        reviewer_id: str,
-        team_id: str | None,
-        type_: str,
-        message: str | None,
-        attempt_key: str | None = None,
-    ) -> Decision:
-        decision = Decision(
-            id=new_id("dec"),
-            action_id=action.id,
-            request_id=action.request_id,
-            reviewer_id=reviewer_id,
-            team_id=team_id,
-            type=type_,
-            message=message,
-            action_hash=action.bound_hash,
-            created_at=utcnow(),
-            attempt_key=attempt_key,
-        )
-        self.session.add(decision)
-        action.decisions.append(decision)
-        self.session.flush()
-        return decision
-
-    def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:
-        """Action id -> the version it was decided at, for one attempt's decisions on a request."""
-        stmt = select(Decision.action_id, Decision.action_hash).where(
-            Decision.request_id == request_id, Decision.attempt_key == attempt_key
-        )
-        return {row[0]: row[1] for row in self.session.execute(stmt)}

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from store.db import affected
 from store.models import ExecutionSwitch
-from store.repositories import affected
 
 SWITCH_ID = 1
 
