@@ -13,11 +13,18 @@ deliver; what was delivered before is worked by the workers before they exit.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+RESERVATION_WAIT = 2.0
+"""Seconds a waking worker waits for a batch being stored for it before it claims other work
+(the writer's commit takes milliseconds)."""
 
 
 @dataclass(frozen=True)
@@ -41,13 +48,14 @@ class Reservation:
 
 
 class Handoff:
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self._cond = threading.Condition()
         self._owner: str | None = None  # the open pool's claim owner; None when closed
         self._lease = dt.timedelta(0)
         self._idle = 0
         self._reserved = 0
-        self._pending: deque[Claimed] = deque()
+        self._pending: deque[tuple[float, Claimed]] = deque()  # (fresh until, item)
 
     def open(self, *, owner: str, lease: dt.timedelta) -> None:
         """The workers of this process, claiming as ``owner``, take hand-offs from now on."""
@@ -93,7 +101,11 @@ class Handoff:
             self._cond.notify_all()
             if self._owner != reservation.owner:
                 return False
-            self._pending.extend(items)
+            # Worked from memory only well within its stored lease, which nothing renews
+            # until a worker takes it: past that, the item is left to the lease running out
+            # and a claim like any other, never worked twice.
+            fresh_until = self.clock() + reservation.lease.total_seconds() / 2
+            self._pending.extend((fresh_until, item) for item in items)
             return True
 
     def cancel(self, reservation: Reservation) -> None:
@@ -103,12 +115,24 @@ class Handoff:
             self._cond.notify_all()
 
     def take(self) -> Claimed | None:
-        """An item handed over and not yet taken by a worker."""
+        """An item handed over and not yet taken by a worker. A batch being stored for idle
+        workers is waited for (briefly): the worker that woke may be the one it counts on,
+        and must not go and claim other work meanwhile."""
         with self._cond:
-            if not self._pending:
-                return None
-            self._cond.notify_all()
-            return self._pending.popleft()
+            self._cond.wait_for(
+                lambda: self._pending or self._reserved <= 0, timeout=RESERVATION_WAIT
+            )
+            while self._pending:
+                fresh_until, item = self._pending.popleft()
+                self._cond.notify_all()
+                if self.clock() < fresh_until:
+                    return item
+                logger.warning(
+                    "inbox item %s waited too long for a worker of this process; it is "
+                    "claimed again once its lease runs out",
+                    item.id,
+                )
+            return None
 
     def _free(self) -> int:
         return self._idle - self._reserved - len(self._pending)

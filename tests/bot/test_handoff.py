@@ -213,3 +213,32 @@ def test_a_handed_over_click_that_fails_is_given_back_to_be_tried_again(
     result_message(h, root)
     assert h.bot.inbox.wait_idle(timeout=60)
     assert rows(h.bot.db) == [(InboxStatus.DONE, h.bot.inbox.owner, 2)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_handed_item_left_waiting_past_half_its_lease_is_not_worked_from_memory(db):
+    """Nothing renews the lease of an item waiting in memory (its worker woke for other work
+    and stayed busy): past half the lease it is left to run out, and the item is claimed
+    again like any other, then worked once, by whoever claims it."""
+    clock = Clock()
+    handoff = Handoff(clock=clock)
+    handoff.open(owner="this-process", lease=dt.timedelta(minutes=1))
+    writer = InboxWriter(db, handoff=handoff)
+    try:
+        with handoff.idle(), handoff.idle():  # two workers waiting for work
+            assert writer.write(InboxKind.APPROVE, {"n": 1})
+            assert writer.write(InboxKind.APPROVE, {"n": 2})
+    finally:
+        writer.close()
+    fresh = handoff.take()
+    assert fresh is not None and fresh.payload == {"n": 1}
+    clock.now += 31.0
+    assert handoff.take() is None  # {"n": 2}: stored claimed, left to its lease
+    assert rows(db) == [(InboxStatus.CLAIMED, "this-process", 1)] * 2
