@@ -61,9 +61,10 @@ class Defaults(Strict):
     """How many corrected calls an agent may propose after a tool's call is rejected in one
     run; one more is refused by the policy without asking anyone."""
     max_policy_refusals: int = Field(default=5, ge=1, le=100)
-    """How many calls the policy may refuse in one run (a constraint broken, revisions used
-    up) before the run is stopped: each refusal is answered at once, without anyone, so an
-    agent that keeps proposing such calls would otherwise loop for ever."""
+    """How many proposals in a row with a call the policy refuses (a constraint broken,
+    revisions used up) a run may make before it is stopped: each refusal is answered at once,
+    without anyone, so an agent that keeps proposing such calls would otherwise loop for
+    ever."""
 
 
 Scalar = str | int | float | bool | None

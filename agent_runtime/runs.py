@@ -209,15 +209,16 @@ class RunLifecycle:
     def _stop_if_refused_too_often(
         self, s: Session, run: Run, request: ApprovalRequest
     ) -> RunView | None:
-        """Past ``max_policy_refusals`` refused calls in the run, the request is closed
-        unresumed and the run failed (each refusal is answered at once, so an agent that
-        keeps proposing such calls would loop for ever). The run that was stopped, if so."""
-        refused = ApprovalRepository(s).refused_by_policy(run.id, marked=POLICY_VETO)
+        """Past ``max_policy_refusals`` proposals in a row with a call the policy refused
+        (however many calls each), the request is closed unresumed and the run failed: each
+        refusal is answered at once, so an agent that keeps proposing such calls would loop
+        for ever. The run that was stopped, if so."""
+        refused = ApprovalRepository(s).refused_in_a_row(run.id, marked=POLICY_VETO)
         if refused <= self.policy.defaults.max_policy_refusals:
             return None
         reason = (
-            f"Stopped: the agent kept proposing calls the approval policy refuses ({refused} "
-            "in this run). None of them ran."
+            "Stopped: the agent kept proposing calls the approval policy refuses ("
+            f"{refused} times in a row). None of them ran."
         )
         ApprovalRepository(s).finish(request, status=RequestStatus.INVALIDATED, outcome=reason)
         RunRepository(s).set_status(run, RunStatus.FAILED, result_text=reason)

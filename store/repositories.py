@@ -150,15 +150,25 @@ class ApprovalRepository:
         )
         return [a for a in self.session.scalars(stmt) if a.decisions]
 
-    def refused_by_policy(self, run_id: str, *, marked: str) -> int:
-        """How many of this run's actions were refused without anyone: their ``extra`` holds
-        the ``marked`` key (the policy's reason)."""
+    def refused_in_a_row(self, run_id: str, *, marked: str) -> int:
+        """How many of this run's latest requests, newest first and in a row, had a call
+        refused without anyone (its ``extra`` holds the ``marked`` key, the policy's reason):
+        rounds of proposals the agent made after being told, not calls in one round."""
         stmt = (
-            select(Action.extra)
-            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-            .where(ApprovalRequest.run_id == run_id, Action.outcome == ActionOutcome.REJECTED)
+            select(ApprovalRequest.id, Action.extra)
+            .join(Action, Action.request_id == ApprovalRequest.id)
+            .where(ApprovalRequest.run_id == run_id)
+            .order_by(ApprovalRequest.created_at.desc(), ApprovalRequest.id.desc())
         )
-        return sum(1 for extra in self.session.scalars(stmt) if extra and marked in extra)
+        refused: dict[str, bool] = {}  # request id -> refused, newest first
+        for request_id, extra in self.session.execute(stmt):
+            refused[request_id] = refused.get(request_id, False) or bool(extra and marked in extra)
+        in_a_row = 0
+        for was_refused in refused.values():
+            if not was_refused:
+                break
+            in_a_row += 1
+        return in_a_row
 
     def open_for_run(self, run_id: str, *, for_update: bool = False) -> list[ApprovalRequest]:
         """``for_update``: lock their rows (in id order, so two lockers never deadlock) and

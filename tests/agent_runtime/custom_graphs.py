@@ -317,3 +317,33 @@ def stubborn_sender(checkpointer, *, policy, model, workspace, gate):  # type: i
     return build_agent(
         checkpointer, policy=policy, model=Stubborn(), workspace=workspace, gate=gate
     )
+
+
+MANY_AT_ONCE = 6
+"""Refused calls the many-at-once sender proposes in its one proposal."""
+
+
+def many_refused_at_once(checkpointer, *, policy, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """An agent that proposes ``MANY_AT_ONCE`` calls the policy refuses in one message, and
+    stops once told they were refused."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from agent_runtime.agents.change_request import build_agent
+    from agent_runtime.offline_model import OfflineChatModel
+
+    class Once(OfflineChatModel):
+        def _reply(self, messages):  # type: ignore[no-untyped-def]
+            if any(isinstance(m, ToolMessage) for m in messages):
+                return AIMessage(content="Understood: I will not send them.")
+            calls = [
+                {
+                    "name": "send_external_message",
+                    "args": {"recipient": f"boss{n}@elsewhere.org", "text": "hi"},
+                    "id": f"call_many_{n}",
+                    "type": "tool_call",
+                }
+                for n in range(MANY_AT_ONCE)
+            ]
+            return AIMessage(content="", tool_calls=calls)
+
+    return build_agent(checkpointer, policy=policy, model=Once(), workspace=workspace, gate=gate)
