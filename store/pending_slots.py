@@ -26,7 +26,7 @@ from sqlalchemy import (
     select,
     true,
 )
-from sqlalchemy.orm import Session, UOWTransaction
+from sqlalchemy.orm import Session, SessionTransaction, UOWTransaction
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import Action, ApprovalRequest, Decision, PendingSlot
@@ -44,7 +44,8 @@ def close_request(session: Session, request_id: str) -> None:
     """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see. Its
     slots are gone now, so the commit need not rewrite them (nor its actions')."""
     session.execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
-    _touched(session).closed.add(request_id)
+    within = session.get_nested_transaction() or session.get_transaction()
+    _touched(session).closed[request_id] = within
 
 
 def rebuild(session: Session) -> int:
@@ -79,7 +80,8 @@ def _follow_flush(session: Session, flush_context: UOWTransaction) -> None:
     if requests or actions:
         touched = _touched(session)
         touched.requests.update(requests)
-        touched.closed.difference_update(requests)  # changed again after its close
+        for request_id in requests:  # changed again after its close
+            touched.closed.pop(request_id, None)
         touched.actions.update(actions)
 
 
@@ -100,13 +102,14 @@ class _Touched:
     transaction: object
     requests: set[str] = field(default_factory=set)
     actions: dict[str, str] = field(default_factory=dict)  # action id -> request id
-    closed: set[str] = field(default_factory=set)
+    closed: dict[str, object] = field(default_factory=dict)
     """Requests a bulk UPDATE took out of ``pending`` (``close_request``) and nothing changed
-    since: no slots to write back."""
+    since: no slots to write back. Each with the (sub)transaction that closed it: a savepoint
+    rolled back takes its closes with it."""
 
     def to_refresh(self) -> tuple[set[str], set[str]]:
         """The requests and actions whose slots the commit rewrites."""
-        requests = self.requests - self.closed
+        requests = self.requests - self.closed.keys()
         actions = {a for a, request in self.actions.items() if request not in self.closed}
         return requests, actions
 
@@ -118,6 +121,26 @@ def _touched(session: Session) -> _Touched:
     if not isinstance(held, _Touched) or held.transaction is not transaction:
         held = session.info[_TOUCHED_INFO] = _Touched(transaction)
     return held
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_rolled_back_closes(session: Session, previous: SessionTransaction) -> None:
+    """A savepoint rolled back undid the closes made in it (and in savepoints inside it)."""
+    held = session.info.get(_TOUCHED_INFO)
+    if not previous.nested or not isinstance(held, _Touched):
+        return
+    for request_id, within in list(held.closed.items()):
+        if _inside(within, previous):
+            del held.closed[request_id]
+
+
+def _inside(transaction: object, savepoint: SessionTransaction) -> bool:
+    current = transaction if isinstance(transaction, SessionTransaction) else None
+    while current is not None:
+        if current is savepoint:
+            return True
+        current = current.parent
+    return False
 
 
 @event.listens_for(Session, "before_commit")

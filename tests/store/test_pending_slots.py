@@ -357,3 +357,23 @@ def test_a_request_claimed_in_the_transaction_is_not_rewritten_again_at_commit(
     assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [other.id]
     assert _fast(db, REL, [RM], [REQUESTER]) == []
     db.dispose()
+
+
+def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(store_url: str):
+    """The savepoint that claimed the request rolled back: the request is pending again, and
+    what the transaction changed in it before is written to its slots at commit."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    both = _request(db, [RM], [SECURITY])
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(both.id, for_update=True)
+        assert request is not None
+        request.actions[0].outcome = "approved"  # the release managers' part is decided
+        s.flush()
+        savepoint = s.begin_nested()
+        assert ApprovalRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
+        savepoint.rollback()
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == []
+    assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
+    db.dispose()
