@@ -45,11 +45,15 @@ class MaintenanceQueries:
         return waiting == RunStatus.WAITING and open_now is None
 
     def cards_out_of_date(self) -> list[ApprovalRequest]:
-        """Cards whose message shows another status than the request's (not while resuming:
-        the resumer draws that card itself)."""
+        """Cards whose message shows another status than the request's. While resuming, the
+        resumer draws the card itself, unless it still shows the buttons: a resume that died
+        before its first draw (quick resumes draw only their end)."""
         stmt = select(ApprovalRequest).where(
             ApprovalRequest.card_ts.is_not(None),
-            ApprovalRequest.status != RequestStatus.RESUMING,
+            or_(
+                ApprovalRequest.status != RequestStatus.RESUMING,
+                ApprovalRequest.card_status == RequestStatus.PENDING,
+            ),
             or_(
                 ApprovalRequest.card_status.is_(None),
                 ApprovalRequest.card_status != ApprovalRequest.status,

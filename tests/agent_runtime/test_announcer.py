@@ -168,3 +168,14 @@ def test_a_resume_that_raised_leaves_the_card_saying_it_is_under_way(tmp_path):
     with pytest.raises(RuntimeError), announcer.showing_card(resuming, after=60.0):
         raise RuntimeError("the database went away")
     assert notifier.updated == [RequestStatus.RESUMING]
+
+
+def test_a_card_left_with_its_buttons_by_a_resume_that_died_is_redrawn(tmp_path):
+    """A quick resume draws only its end; a process that died before it (within
+    ``showing_card``'s wait) leaves the card with buttons on a request being resumed: the
+    background repair draws it as it is, once."""
+    _db, notifier, announcer, resuming = _posted_card(tmp_path)
+    assert announcer.repair_cards() == 1
+    assert notifier.updated == [RequestStatus.RESUMING]
+    assert announcer.repair_cards() == 0, "the card now shows what the request is"
+    assert resuming.status == RequestStatus.RESUMING
