@@ -139,7 +139,13 @@ class AuditRepository:
             },
         }
 
-        def committed(_session: Session) -> None:
+        outermost = self.session.get_transaction()
+
+        def committed(session: Session) -> None:
+            if outermost is not None and outermost.is_active:
+                # A savepoint was released: the transaction around it may still roll back.
+                orm_event.listen(session, "after_commit", committed, once=True)
+                return
             # An event rolled back with its savepoint is no longer in the session: the head
             # never committed its count, and the high-water mark must not claim it did.
             if inspect(event).persistent:

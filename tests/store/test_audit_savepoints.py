@@ -1,0 +1,66 @@
+"""Audit appends across savepoints: the chain verifies after each shape, and a savepoint
+released inside a transaction that rolls back counts nothing as committed."""
+
+from __future__ import annotations
+
+import pytest
+
+from store.repositories import AuditRepository
+from tests.store.audit_env import check, open_store
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_inner_release_writes_head_then_outer_rolls_back_with_events(store_url: str) -> None:
+    db = open_store(store_url)
+    with db.transaction() as s:
+        AuditRepository(s).record("a", run_id="r1")
+        with pytest.raises(Boom), s.begin_nested():
+            AuditRepository(s).record("b", run_id="r1")
+            with s.begin_nested():
+                AuditRepository(s).record("c", run_id="r1")
+            AuditRepository(s).record("d", run_id="r1")
+            raise Boom
+        AuditRepository(s).record("e", run_id="r1")
+    report = check(db)
+    assert report.intact and report.checked == 2, report
+    db.dispose()
+
+
+def test_stale_tip_relocked_and_read_mid_transaction(store_url: str) -> None:
+    db = open_store(store_url)
+    with db.transaction() as s:
+        with pytest.raises(Boom), s.begin_nested():
+            AuditRepository(s).record("x", run_id="r2")
+            AuditRepository(s).head(0)
+            raise Boom
+        AuditRepository(s).record("y", run_id="r2")
+        AuditRepository(s).for_run("r2")
+        with pytest.raises(Boom), s.begin_nested():
+            AuditRepository(s).record("z", run_id="r2")
+            AuditRepository(s).verify()
+            raise Boom
+    with db.transaction() as s:
+        AuditRepository(s).record("w", run_id="r2")
+    report = check(db)
+    assert report.intact and report.checked == 2, report
+    db.dispose()
+
+
+def test_a_savepoint_release_does_not_count_events_its_parent_rolls_back(store_url: str) -> None:
+    """``after_commit`` also fires when a savepoint is released: the event is not committed
+    until the transaction is. Counted then, the high-water mark would claim an event the
+    rollback removed, and every later append to the shard would be refused as a log restored
+    from an older copy."""
+    db = open_store(store_url)
+    with db.transaction() as s, pytest.raises(Boom), s.begin_nested():
+        with s.begin_nested():
+            AuditRepository(s).record("x", run_id="r3")
+        raise Boom
+    with db.transaction() as s:
+        AuditRepository(s).record("next, in a new transaction", run_id="r3")
+    report = check(db)
+    assert report.intact and report.checked == 1, report
+    db.dispose()
