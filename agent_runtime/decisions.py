@@ -9,77 +9,28 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-from sqlalchemy.orm import Session
 
 from agent_runtime.action_roles import ActionRoles
-from agent_runtime.authorization import ActionFacts, Actor, Refusal, check_decision, outcome_after
+from agent_runtime.authorization import Actor, Refusal, check_decision
 from agent_runtime.claims import Claims
+from agent_runtime.decision_types import Attempt, DecisionResult
+from agent_runtime.decision_writes import (
+    adopt_clicked_card,
+    apply_decision,
+    audit_refusal,
+    facts_of,
+    paused,
+)
 from agent_runtime.edits import EditRules
 from agent_runtime.errors import MembershipUnconfirmed
-from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Policy
-from agent_runtime.views import ApprovalView, approval_view
-from agent_runtime.wire import action_hash
+from agent_runtime.views import approval_view
 from store.db import Database
 from store.models import Action, ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
-from store.statuses import ActionOutcome, DecisionType, RequestStatus
-from store.switch import SwitchRepository
+from store.statuses import DecisionType, RequestStatus
 
-
-@dataclass(frozen=True)
-class DecisionResult:
-    refusal: Refusal | None
-    approval: ApprovalView | None = None
-    completed: bool = False
-    """This decision completed the request and this process claimed it: resume it."""
-    current: ApprovalView | None = None
-    """On a refusal: the approval as it is now, to explain what changed."""
-    progressed: tuple[str, ...] = ()
-    """Actions this decision signed off that still wait for more approvals: their remaining
-    reviewers are told. Empty for a redo, which tells nobody again."""
-
-
-@dataclass(frozen=True)
-class Attempt:
-    actor: Actor
-    decision: str
-    seen_hash: str | None
-    """The version (action hash) the reviewer saw when deciding: button values and modal
-    metadata carry it. A decision on any other version is refused."""
-    message: str | None = None
-    edited_args: dict[str, Any] | None = None
-    card: MessageRef | None = None
-    """The message clicked, when the decision came from a button on the card."""
-    via: dict[str, str] | None = None
-    """What one click asked for, when it decides several actions (e.g. ``{"via":
-    "approve_all", "attempt": ...}``): copied into each audit row so they group as one."""
-    attempt_key: str | None = None
-    """Names this attempt (e.g. a stored click): kept with the decision, and a second
-    ``record`` with the same key finds it and records nothing again."""
-
-
-def _facts(request: ApprovalRequest, action: Action) -> ActionFacts:
-    approvers = frozenset(
-        d.reviewer_id
-        for d in action.decisions
-        if d.type in (DecisionType.APPROVE, DecisionType.EDIT)
-        and d.action_hash == action.bound_hash
-    )
-    return ActionFacts(
-        request_status=request.status,
-        team_id=request.team_id,
-        requester_id=request.requester_id,
-        expires_at=request.expires_at,
-        outcome=action.outcome,
-        allowed_decisions=tuple(action.allowed_decisions),
-        approver_roles=tuple(action.approver_roles),
-        self_approval=action.self_approval,
-        approvers_so_far=approvers,
-    )
+__all__ = ["Attempt", "DecisionRecorder", "DecisionResult"]
 
 
 class _KnownMembers:
@@ -135,7 +86,7 @@ class DecisionRecorder:
                 return Refusal.UNKNOWN_APPROVAL
             attempt = Attempt(actor=actor, decision=decision, seen_hash=seen_hash, message="-")
             refusal = self._refusal(action.request, action, attempt, members=members, final=False)
-            if refusal is None and _paused(s, decision):
+            if refusal is None and paused(s, decision):
                 return Refusal.EXECUTION_PAUSED
             return refusal
 
@@ -151,7 +102,7 @@ class DecisionRecorder:
             repos = ApprovalRepository(s)
             request = repos.get_by_action(action_id, for_update=True)
             if request is not None and attempt.card is not None:
-                _adopt_clicked_card(repos, request, card=attempt.card)
+                adopt_clicked_card(repos, request, card=attempt.card)
             action = (
                 next((a for a in request.actions if a.id == action_id), None) if request else None
             )
@@ -165,10 +116,10 @@ class DecisionRecorder:
                 if request is not None and action is not None
                 else Refusal.UNKNOWN_APPROVAL
             )
-            if refusal is None and _paused(s, attempt.decision, hold=True):
+            if refusal is None and paused(s, attempt.decision, hold=True):
                 refusal = Refusal.EXECUTION_PAUSED
             if refusal is not None:
-                _audit_refusal(
+                audit_refusal(
                     s, request, action, action_id=action_id, attempt=attempt, refusal=refusal
                 )
                 current = approval_view(request) if request is not None else None
@@ -179,7 +130,9 @@ class DecisionRecorder:
                 if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
                 else None
             )
-            _apply(s, request, action, attempt, normalized_edit=normalized, policy=self.policy)
+            apply_decision(
+                s, request, action, attempt, normalized_edit=normalized, policy=self.policy
+            )
             claimed = all(a.outcome for a in request.actions) and self.claims.claim(
                 s, request.id, loaded=request
             )
@@ -240,7 +193,7 @@ class DecisionRecorder:
         try:
             refusal = check_decision(
                 self.policy,
-                _facts(request, action),
+                facts_of(request, action),
                 attempt.actor,
                 attempt.decision,
                 now=self.clock(),
@@ -268,105 +221,3 @@ class DecisionRecorder:
     def _valid_edit(self, action: Action, attempt: Attempt) -> bool:
         edited = attempt.edited_args
         return isinstance(edited, dict) and not self.edits.errors(action, edited)
-
-
-def _audit_refusal(
-    s: Session,
-    request: ApprovalRequest | None,
-    action: Action | None,
-    *,
-    action_id: str,
-    attempt: Attempt,
-    refusal: Refusal,
-) -> None:
-    AuditRepository(s).record(
-        "decision_refused",
-        outcome="refused",
-        actor_id=attempt.actor.user_id,
-        team_id=attempt.actor.team_id,
-        run_id=request.run_id if request else None,
-        request_id=request.id if request else None,
-        action_id=action_id,
-        reason=refusal.value,
-        detail={
-            "decision": attempt.decision,
-            "seen_hash": attempt.seen_hash,
-            "current_hash": action.bound_hash if action else None,
-            **(attempt.via or {}),
-        },
-    )
-
-
-def _adopt_clicked_card(
-    repo: ApprovalRepository, request: ApprovalRequest, *, card: MessageRef
-) -> None:
-    """A click on a card whose reference is not stored yet (its post is still being answered,
-    or the answer was lost): the message clicked, where the card is posted (the run's channel
-    or the request's review channel), is the card."""
-    if card.channel == (request.review_channel or request.run.channel_id):
-        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=RequestStatus.PENDING)
-
-
-def _apply(
-    s: Session,
-    request: ApprovalRequest,
-    action: Action,
-    attempt: Attempt,
-    *,
-    normalized_edit: dict[str, Any] | None,
-    policy: Policy,
-) -> None:
-    """An edit binds the action to a new hash: approvals of the old version stop counting."""
-    if attempt.decision == DecisionType.EDIT:
-        assert normalized_edit is not None
-        action.edited_args = normalized_edit
-        action.current_hash = action_hash(action.tool_name, normalized_edit, request.policy_version)
-    approvers = _facts(request, action).approvers_so_far | {attempt.actor.user_id}
-    DecisionRepository(s).add(
-        action,
-        reviewer_id=attempt.actor.user_id,
-        team_id=attempt.actor.team_id,
-        type_=attempt.decision,
-        message=attempt.message,
-        attempt_key=attempt.attempt_key,
-    )
-    outcome = outcome_after(
-        attempt.decision,
-        distinct_approvers=len(approvers),
-        approvals_required=action.approvals_required,
-    )
-    approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
-    action.outcome = ActionOutcome.EDITED if approved_edit else outcome
-    rule = policy.rule_for(action.tool_name)
-    AuditRepository(s).record(
-        "decision_recorded",
-        outcome="allowed",
-        actor_id=attempt.actor.user_id,
-        team_id=attempt.actor.team_id,
-        run_id=request.run_id,
-        request_id=request.id,
-        action_id=action.id,
-        detail={
-            "decision": attempt.decision,
-            "message": (
-                rule.redacted_text(attempt.message, action.args, action.edited_args)
-                if attempt.message
-                else attempt.message
-            ),
-            "tool": action.tool_name,
-            "tool_call_id": action.tool_call_id,
-            "edited_args": (
-                rule.redacted(action.edited_args) if attempt.decision == DecisionType.EDIT else None
-            ),
-            "seen_hash": attempt.seen_hash,
-            "action_hash": action.bound_hash,
-            "outcome": action.outcome,
-            **(attempt.via or {}),
-        },
-    )
-
-
-def _paused(s: Session, decision: str, *, hold: bool = False) -> bool:
-    """While the kill switch is on, nothing can be approved (a reject is still recorded)."""
-    signs = decision in (DecisionType.APPROVE, DecisionType.EDIT)
-    return signs and SwitchRepository(s).state(hold=hold).paused

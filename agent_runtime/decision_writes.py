@@ -1,0 +1,140 @@
+"""The writes of a decision, in the caller's transaction: the decision row, the action's new
+outcome and the audit event; a refusal's audit event; the card a click came from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from agent_runtime.authorization import ActionFacts, Refusal, outcome_after
+from agent_runtime.decision_types import Attempt
+from agent_runtime.notifier import MessageRef
+from agent_runtime.policy import Policy
+from agent_runtime.wire import action_hash
+from store.models import Action, ApprovalRequest
+from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
+from store.statuses import ActionOutcome, DecisionType, RequestStatus
+from store.switch import SwitchRepository
+
+
+def facts_of(request: ApprovalRequest, action: Action) -> ActionFacts:
+    approvers = frozenset(
+        d.reviewer_id
+        for d in action.decisions
+        if d.type in (DecisionType.APPROVE, DecisionType.EDIT)
+        and d.action_hash == action.bound_hash
+    )
+    return ActionFacts(
+        request_status=request.status,
+        team_id=request.team_id,
+        requester_id=request.requester_id,
+        expires_at=request.expires_at,
+        outcome=action.outcome,
+        allowed_decisions=tuple(action.allowed_decisions),
+        approver_roles=tuple(action.approver_roles),
+        self_approval=action.self_approval,
+        approvers_so_far=approvers,
+    )
+
+
+def audit_refusal(
+    s: Session,
+    request: ApprovalRequest | None,
+    action: Action | None,
+    *,
+    action_id: str,
+    attempt: Attempt,
+    refusal: Refusal,
+) -> None:
+    AuditRepository(s).record(
+        "decision_refused",
+        outcome="refused",
+        actor_id=attempt.actor.user_id,
+        team_id=attempt.actor.team_id,
+        run_id=request.run_id if request else None,
+        request_id=request.id if request else None,
+        action_id=action_id,
+        reason=refusal.value,
+        detail={
+            "decision": attempt.decision,
+            "seen_hash": attempt.seen_hash,
+            "current_hash": action.bound_hash if action else None,
+            **(attempt.via or {}),
+        },
+    )
+
+
+def adopt_clicked_card(
+    repo: ApprovalRepository, request: ApprovalRequest, *, card: MessageRef
+) -> None:
+    """A click on a card whose reference is not stored yet (its post is still being answered,
+    or the answer was lost): the message clicked, where the card is posted (the run's channel
+    or the request's review channel), is the card."""
+    if card.channel == (request.review_channel or request.run.channel_id):
+        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=RequestStatus.PENDING)
+
+
+def apply_decision(
+    s: Session,
+    request: ApprovalRequest,
+    action: Action,
+    attempt: Attempt,
+    *,
+    normalized_edit: dict[str, Any] | None,
+    policy: Policy,
+) -> None:
+    """An edit binds the action to a new hash: approvals of the old version stop counting."""
+    if attempt.decision == DecisionType.EDIT:
+        assert normalized_edit is not None
+        action.edited_args = normalized_edit
+        action.current_hash = action_hash(action.tool_name, normalized_edit, request.policy_version)
+    approvers = facts_of(request, action).approvers_so_far | {attempt.actor.user_id}
+    DecisionRepository(s).add(
+        action,
+        reviewer_id=attempt.actor.user_id,
+        team_id=attempt.actor.team_id,
+        type_=attempt.decision,
+        message=attempt.message,
+        attempt_key=attempt.attempt_key,
+    )
+    outcome = outcome_after(
+        attempt.decision,
+        distinct_approvers=len(approvers),
+        approvals_required=action.approvals_required,
+    )
+    approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
+    action.outcome = ActionOutcome.EDITED if approved_edit else outcome
+    rule = policy.rule_for(action.tool_name)
+    AuditRepository(s).record(
+        "decision_recorded",
+        outcome="allowed",
+        actor_id=attempt.actor.user_id,
+        team_id=attempt.actor.team_id,
+        run_id=request.run_id,
+        request_id=request.id,
+        action_id=action.id,
+        detail={
+            "decision": attempt.decision,
+            "message": (
+                rule.redacted_text(attempt.message, action.args, action.edited_args)
+                if attempt.message
+                else attempt.message
+            ),
+            "tool": action.tool_name,
+            "tool_call_id": action.tool_call_id,
+            "edited_args": (
+                rule.redacted(action.edited_args) if attempt.decision == DecisionType.EDIT else None
+            ),
+            "seen_hash": attempt.seen_hash,
+            "action_hash": action.bound_hash,
+            "outcome": action.outcome,
+            **(attempt.via or {}),
+        },
+    )
+
+
+def paused(s: Session, decision: str, *, hold: bool = False) -> bool:
+    """While the kill switch is on, nothing can be approved (a reject is still recorded)."""
+    signs = decision in (DecisionType.APPROVE, DecisionType.EDIT)
+    return signs and SwitchRepository(s).state(hold=hold).paused
