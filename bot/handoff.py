@@ -13,7 +13,6 @@ deliver; what was delivered before is worked by the workers before they exit.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
 import time
 from collections import deque
@@ -21,10 +20,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-logger = logging.getLogger(__name__)
 RESERVATION_WAIT = 2.0
 """Seconds a waking worker waits for a batch being stored for it before it claims other work
 (the writer's commit takes milliseconds)."""
+FRESH_SECONDS = 1.0
+"""How long after its reservation a handed item is worked on the lease it was stored with (at
+most a quarter of that lease); a later one is first taken again with a conditional update."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,23 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Reservation:
-    """Up to ``count`` of a batch go, claimed by ``owner`` for ``lease``, to idle workers."""
+    """Up to ``count`` of a batch go, claimed by ``owner`` for ``lease``, to idle workers.
+    ``at``: the hand-off's clock when reserved, before the stored lease was computed."""
 
     owner: str
     lease: dt.timedelta
     count: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A handed item for a worker. ``late``: taken past its fresh window, so its stored lease
+    may be nearly spent or even lapsed and claimed again: the worker must first keep it with
+    a conditional update (``InboxRepository.keep_handed``) and drop it if that fails."""
+
+    item: Claimed
+    late: bool
 
 
 class Handoff:
@@ -91,7 +104,7 @@ class Handoff:
             if count <= 0 or self._owner is None:
                 return None
             self._reserved += count
-            return Reservation(self._owner, self._lease, count)
+            return Reservation(self._owner, self._lease, count, at=self.clock())
 
     def deliver(self, reservation: Reservation, items: list[Claimed]) -> bool:
         """Give the stored items to the workers; ``False`` (nothing given) if the pool closed
@@ -101,11 +114,10 @@ class Handoff:
             self._cond.notify_all()
             if self._owner != reservation.owner:
                 return False
-            # Worked from memory only well within its stored lease, which nothing renews
-            # until a worker takes it: past that, the item is left to the lease running out
-            # and a claim like any other, never worked twice.
-            fresh_until = self.clock() + reservation.lease.total_seconds() / 2
-            self._pending.extend((fresh_until, item) for item in items)
+            # Nothing renews a stored lease until a worker takes the item: past a short
+            # window, counted from before the lease was computed, the item is late.
+            window = min(FRESH_SECONDS, reservation.lease.total_seconds() / 4)
+            self._pending.extend((reservation.at + window, item) for item in items)
             return True
 
     def cancel(self, reservation: Reservation) -> None:
@@ -114,7 +126,7 @@ class Handoff:
             self._reserved -= reservation.count
             self._cond.notify_all()
 
-    def take(self) -> Claimed | None:
+    def take(self) -> Taken | None:
         """An item handed over and not yet taken by a worker. A batch being stored for idle
         workers is waited for (briefly): the worker that woke may be the one it counts on,
         and must not go and claim other work meanwhile."""
@@ -122,17 +134,11 @@ class Handoff:
             self._cond.wait_for(
                 lambda: self._pending or self._reserved <= 0, timeout=RESERVATION_WAIT
             )
-            while self._pending:
-                fresh_until, item = self._pending.popleft()
-                self._cond.notify_all()
-                if self.clock() < fresh_until:
-                    return item
-                logger.warning(
-                    "inbox item %s waited too long for a worker of this process; it is "
-                    "claimed again once its lease runs out",
-                    item.id,
-                )
-            return None
+            if not self._pending:
+                return None
+            fresh_until, item = self._pending.popleft()
+            self._cond.notify_all()
+            return Taken(item, late=self.clock() >= fresh_until)
 
     def _free(self) -> int:
         return self._idle - self._reserved - len(self._pending)

@@ -162,11 +162,23 @@ class InboxWorkers:
                 logger.exception("inbox worker failed; it goes on")
 
     def _run_handed(self) -> bool:
-        """Work on an item the writer stored claimed for this pool; ``False`` if there was none."""
-        claimed = self.services.handoff.take()
-        if claimed is None:
+        """Work on an item the writer stored claimed for this pool; ``False`` if there was none.
+        One taken late is worked only if it is still that first claim (kept with a conditional
+        update); otherwise another claim has it, or will once its lease runs out."""
+        taken = self.services.handoff.take()
+        if taken is None:
             return False
-        self._run(claimed)
+        if taken.late:
+            with self.db.transaction() as s:
+                kept = InboxRepository(s).keep_handed(
+                    taken.item.id, owner=self.owner, lease=self.lease
+                )
+            if not kept:
+                logger.warning(
+                    "inbox item %s was handed over too late; left to its lease", taken.item.id
+                )
+                return True
+        self._run(taken.item)
         return True
 
     def run_once(self) -> bool:

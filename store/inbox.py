@@ -184,6 +184,21 @@ class InboxRepository:
             )
         return released
 
+    def keep_handed(
+        self, item_id: int, *, owner: str, lease: dt.timedelta, now: dt.datetime | None = None
+    ) -> bool:
+        """An item stored claimed for this owner and handed over in memory, taken late: extend
+        its lease if it is still that first claim and its lease has not run out (nobody, not
+        even another worker of this owner, has claimed it again); False: leave it alone."""
+        now = now or utcnow()
+        result = self.session.execute(
+            update(InboxItem)
+            .where(_held(item_id, owner), InboxItem.attempts == 1, InboxItem.lease_until > now)
+            .values(lease_until=now + lease)
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result) > 0
+
     def renew(self, item_id: int, *, owner: str, until: dt.datetime) -> bool:
         """Extend a lease this owner still holds; False if it lost it."""
         result = self.session.execute(

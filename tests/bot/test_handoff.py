@@ -11,16 +11,17 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, func, select, update
 
 import bot.inbox
 from bot.handoff import Handoff
+from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
 from bot.sandbox import people
 from store.db import Database
-from store.inbox import InboxRepository
+from store.inbox import Held, InboxRepository
 from store.migrate import upgrade
-from store.models import InboxItem, InboxKind, InboxStatus
+from store.models import InboxItem, InboxKind, InboxStatus, utcnow
 from tests.bot.flows import SEND, button, result_message, start_run
 from tests.bot.test_inbox import another_worker_redoes_it, lease_runs_out, recorded
 
@@ -59,7 +60,8 @@ def test_an_idle_worker_is_handed_the_item_stored_claimed_for_it_in_one_statemen
     writer.close()
     assert len(sent) == 2, "one statement per stored click, NOTIFY included"
     assert rows(db) == [(InboxStatus.CLAIMED, "here", 1), (InboxStatus.QUEUED, None, 0)]
-    handed = handoff.take()
+    taken = handoff.take()
+    handed = taken.item if taken is not None else None
     assert handed is not None and (handed.kind, handed.payload, handed.attempts) == (
         InboxKind.APPROVE,
         {"n": 1},
@@ -223,10 +225,9 @@ class Clock:
         return self.now
 
 
-def test_a_handed_item_left_waiting_past_half_its_lease_is_not_worked_from_memory(db):
-    """Nothing renews the lease of an item waiting in memory (its worker woke for other work
-    and stayed busy): past half the lease it is left to run out, and the item is claimed
-    again like any other, then worked once, by whoever claims it."""
+def test_an_item_taken_past_its_fresh_window_is_taken_late(db):
+    """Nothing renews the lease an item was stored with until a worker takes it: one taken
+    after its window (counted from before that lease was computed) is marked late."""
     clock = Clock()
     handoff = Handoff(clock=clock)
     handoff.open(owner="this-process", lease=dt.timedelta(minutes=1))
@@ -237,8 +238,87 @@ def test_a_handed_item_left_waiting_past_half_its_lease_is_not_worked_from_memor
             assert writer.write(InboxKind.APPROVE, {"n": 2})
     finally:
         writer.close()
-    fresh = handoff.take()
-    assert fresh is not None and fresh.payload == {"n": 1}
-    clock.now += 31.0
-    assert handoff.take() is None  # {"n": 2}: stored claimed, left to its lease
+    first = handoff.take()
+    assert first is not None and (first.item.payload, first.late) == ({"n": 1}, False)
+    clock.now += 1.0
+    second = handoff.take()
+    assert second is not None and (second.item.payload, second.late) == ({"n": 2}, True)
     assert rows(db) == [(InboxStatus.CLAIMED, "this-process", 1)] * 2
+
+
+def test_a_late_item_is_kept_only_while_it_is_still_its_first_claim(db):
+    with db.transaction() as s:
+        repo = InboxRepository(s)
+        kept, taken_again, lapsed = repo.add_many(
+            [(InboxKind.APPROVE, {"n": n}) for n in range(3)],
+            held=Held("me", utcnow() + dt.timedelta(minutes=1), 3),
+        )
+    with db.transaction() as s:  # one lapsed and claimed again by a worker of the same owner
+        s.execute(
+            update(InboxItem)
+            .where(InboxItem.id.in_([taken_again, lapsed]))
+            .values(lease_until=utcnow() - dt.timedelta(seconds=1))
+        )
+        again = InboxRepository(s).claim_next(owner="me", lease=dt.timedelta(minutes=1))
+        assert again is not None and (again.id, again.attempts) == (taken_again, 2)
+    lease = dt.timedelta(minutes=5)
+    with db.transaction() as s:
+        repo = InboxRepository(s)
+        assert repo.keep_handed(kept, owner="me", lease=lease)
+        assert not repo.keep_handed(taken_again, owner="me", lease=lease)
+        assert not repo.keep_handed(lapsed, owner="me", lease=lease)
+        assert not repo.keep_handed(kept, owner="someone-else", lease=lease)
+        until = s.scalar(select(InboxItem.lease_until).where(InboxItem.id == kept))
+    assert until is not None and until > utcnow() + dt.timedelta(minutes=4)
+
+
+def test_a_click_handed_over_while_its_worker_stays_busy_is_worked_once(
+    serve_bot, pg_url, monkeypatch
+):
+    """The worker counted idle took other work and stayed busy past the lease: the item is
+    claimed again elsewhere, and the busy worker, taking it late, leaves it alone."""
+    h = serve_bot(pg_url, inbox_workers=False)
+    handoff = h.bot.services.handoff
+    clock = Clock()
+    handoff.clock = clock
+    _first_root, first = start_run(h, SEND)
+    _second_root, second = start_run(h, SEND)
+    assert h.bot.listeners.wait_idle(timeout=60)
+    busy, release = threading.Event(), threading.Event()
+    worked: list[str] = []
+    process = bot.inbox.process
+
+    def noted(services, kind, work, *, key):  # type: ignore[no-untyped-def]
+        worked.append(key)
+        if not busy.is_set():
+            busy.set()
+            assert release.wait(timeout=60)
+        process(services, kind, work, key=key)
+
+    monkeypatch.setattr("bot.inbox.process", noted)
+    pool = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(minutes=1))
+    pool.start()
+    try:
+        h.driver.click(user=people.RELEASE_MANAGER, message=first, button=button(first, "Approve"))
+        assert busy.wait(timeout=60), "the only worker is busy with the first click"
+        with handoff.idle():  # counted idle as the second click is stored
+            h.driver.click(
+                user=people.RELEASE_MANAGER, message=second, button=button(second, "Approve")
+            )
+            assert h.bot.listeners.wait_idle(timeout=60)
+        clock.now += 60.0  # the busy worker is still busy; the handed item's lease runs out
+        with h.bot.db.transaction() as s:
+            handed = s.scalar(select(func.max(InboxItem.id)))
+            s.execute(
+                update(InboxItem)
+                .where(InboxItem.id == handed)
+                .values(lease_until=utcnow() - dt.timedelta(seconds=1))
+            )
+        other = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(minutes=1))
+        assert other.run_once(), "the lapsed handed-over click is claimed again"
+        release.set()
+        assert pool.wait_idle(timeout=60)
+    finally:
+        release.set()
+        pool.stop(timeout=30)
+    assert sorted(worked) == sorted(set(worked)) and len(worked) == 2, worked
