@@ -9,6 +9,7 @@ orchestrator between them. Each owner does one thing and calls none of the other
 - ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer;
 - ``RunCanceller``: a run stopped by its requester or an admin, its open approvals closed;
 - ``Overview``: one person's lists (their requests, runs, decisions) and Home tab viewers.
+- ``Background``: the sweeps and the reconciling of what dead processes left.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.types import StateSnapshot
@@ -25,6 +25,7 @@ from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
 from agent_runtime.attempts import AttemptLog
 from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.background import Background, ReconcileResult
 from agent_runtime.cancel import CancelOutcome, CancelResult, RunCanceller
 from agent_runtime.claims import Claims
 from agent_runtime.decisions import Attempt, DecisionRecorder, DecisionResult
@@ -44,7 +45,6 @@ from agent_runtime.sweeper import Sweeper, SweepResult
 from agent_runtime.views import ApprovalView, RunView, approval_view
 from store.db import Database
 from store.locks import ThreadLocks
-from store.maintenance import MaintenanceQueries
 from store.models import utcnow
 from store.repositories import ApprovalRepository
 
@@ -55,19 +55,6 @@ logger = logging.getLogger(__name__)
 
 def _no_groups(_group: str) -> frozenset[str]:
     return frozenset()
-
-
-@dataclass(frozen=True)
-class ReconcileResult:
-    """What one round of reconciling finished of the work dead processes left."""
-
-    resumed: int
-    advanced: int
-    cards: int
-    results: int
-    cards_posted: int = 0
-    digests: int = 0
-    """Digests posted again (after a lost answer) or redrawn."""
 
 
 CANCEL_WAIT_SECONDS = 5.0
@@ -151,6 +138,17 @@ class ApprovalEngine:
             db=db, policy=policy, clock=clock, usergroup_members=usergroup_members
         )
         self.policy_version = policy.version
+        self.background = Background(
+            db=db,
+            locks=self.locks,
+            claims=self.claims,
+            sweeper=self.sweeper,
+            announcer=self.announcer,
+            clock=clock,
+            card_retry_after=card_retry_after,
+            resume=self._resume_guarded,
+            carry_on=self._carry_on,
+        )
 
     # Runs ---------------------------------------------------------------------------------
 
@@ -358,50 +356,7 @@ class ApprovalEngine:
     # Background ---------------------------------------------------------------------------
 
     def sweep(self) -> SweepResult:
-        """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
-        due reminders, then post the digests that are due (after expiry: nothing expired is
-        listed)."""
-        expired = 0
-        for request_id in self.sweeper.expire_due():
-            expired += 1
-            self._resume_guarded(request_id)
-        return SweepResult(
-            expired=expired,
-            reminded=self.sweeper.remind_due(),
-            digests=self.announcer.post_digests(),
-        )
+        return self.background.sweep()
 
     def reconcile(self) -> ReconcileResult:
-        """Finish what dead processes left, at start-up and periodically; safe with several
-        replicas (each step is won by one of them)."""
-        resumed = 0
-        for request_id in self.claims.take_over_stale():
-            resumed += 1
-            self._resume_guarded(request_id, recovering=True)
-        return ReconcileResult(
-            resumed=resumed,
-            advanced=self._advance_stalled_runs(),
-            cards_posted=self.announcer.retry_card_posts(
-                created_before=self.clock() - self.card_retry_after
-            ),
-            cards=self.announcer.repair_cards(),
-            results=self.announcer.post_missing_results(
-                settled_before=self.claims.settled_before()
-            ),
-            digests=self.announcer.repair_digests(),
-        )
-
-    def _advance_stalled_runs(self) -> int:
-        """Runs left waiting with no open approval: their last resume finished but the
-        process died before recording what came next (a new interrupt, or the result)."""
-        with self.db.transaction() as s:
-            stalled = MaintenanceQueries(s).stalled_runs(
-                settled_before=self.claims.settled_before()
-            )
-        for run_id in stalled:
-            with self.locks.hold(run_id):
-                with self.db.transaction() as s:
-                    still = MaintenanceQueries(s).is_stalled(run_id)
-                if still:
-                    self._carry_on(run_id)
-        return len(stalled)
+        return self.background.reconcile()

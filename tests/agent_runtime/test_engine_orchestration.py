@@ -157,7 +157,7 @@ def test_a_stale_click_redraws_the_card(tmp_path):
 
 def test_expired_requests_are_resumed_and_taken_over_ones_recovered(tmp_path):
     engine, seeded = engine_with_fakes(tmp_path, {})
-    engine.sweeper = SimpleNamespace(  # type: ignore[assignment]
+    engine.background.sweeper = SimpleNamespace(  # type: ignore[assignment]
         expire_due=lambda: [seeded.request_id], remind_due=lambda: 0
     )
     assert engine.sweep().expired == 1

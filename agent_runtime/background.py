@@ -1,0 +1,105 @@
+"""The engine's background rounds: expiry, reminders and digests (``sweep``), and finishing
+what dead processes left (``reconcile``). Resuming and carrying a run on stay the façade's:
+they are handed in, called under the run's lock as the façade calls them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent_runtime.announcer import Announcer
+from agent_runtime.claims import Claims
+from agent_runtime.sweeper import Sweeper, SweepResult
+from store.db import Database
+from store.locks import ThreadLocks
+from store.maintenance import MaintenanceQueries
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    """What one round of reconciling finished of the work dead processes left."""
+
+    resumed: int
+    advanced: int
+    cards: int
+    results: int
+    cards_posted: int = 0
+    digests: int = 0
+    """Digests posted again (after a lost answer) or redrawn."""
+
+
+class Background:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        locks: ThreadLocks,
+        claims: Claims,
+        sweeper: Sweeper,
+        announcer: Announcer,
+        clock: Callable[[], dt.datetime],
+        card_retry_after: dt.timedelta,
+        resume: Callable[..., None],
+        carry_on: Callable[[str], None],
+    ) -> None:
+        """``resume(request_id, recovering=...)``: resume one request, never raising;
+        ``carry_on(run_id)``: record where a run stopped, under its lock (held by the caller)."""
+        self.db = db
+        self.locks = locks
+        self.claims = claims
+        self.sweeper = sweeper
+        self.announcer = announcer
+        self.clock = clock
+        self.card_retry_after = card_retry_after
+        self.resume = resume
+        self.carry_on = carry_on
+
+    def sweep(self) -> SweepResult:
+        """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
+        due reminders, then post the digests that are due (after expiry: nothing expired is
+        listed)."""
+        expired = 0
+        for request_id in self.sweeper.expire_due():
+            expired += 1
+            self.resume(request_id)
+        return SweepResult(
+            expired=expired,
+            reminded=self.sweeper.remind_due(),
+            digests=self.announcer.post_digests(),
+        )
+
+    def reconcile(self) -> ReconcileResult:
+        """Finish what dead processes left, at start-up and periodically; safe with several
+        replicas (each step is won by one of them)."""
+        resumed = 0
+        for request_id in self.claims.take_over_stale():
+            resumed += 1
+            self.resume(request_id, recovering=True)
+        return ReconcileResult(
+            resumed=resumed,
+            advanced=self._advance_stalled_runs(),
+            cards_posted=self.announcer.retry_card_posts(
+                created_before=self.clock() - self.card_retry_after
+            ),
+            cards=self.announcer.repair_cards(),
+            results=self.announcer.post_missing_results(
+                settled_before=self.claims.settled_before()
+            ),
+            digests=self.announcer.repair_digests(),
+        )
+
+    def _advance_stalled_runs(self) -> int:
+        """Runs left waiting with no open approval: their last resume finished but the
+        process died before recording what came next (a new interrupt, or the result)."""
+        with self.db.transaction() as s:
+            stalled = MaintenanceQueries(s).stalled_runs(
+                settled_before=self.claims.settled_before()
+            )
+        for run_id in stalled:
+            with self.locks.hold(run_id):
+                with self.db.transaction() as s:
+                    still = MaintenanceQueries(s).is_stalled(run_id)
+                if still:
+                    self.carry_on(run_id)
+        return len(stalled)
