@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.notifier import MessageRef
 from agent_runtime.views import ApprovalView
+from store.models import ApprovalRequest
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,10 @@ class DecisionResult:
     progressed: tuple[str, ...] = ()
     """Actions this decision signed off that still wait for more approvals: their remaining
     reviewers are told. Empty for a redo, which tells nobody again."""
+    claimed: ApprovalRequest | None = field(default=None, repr=False, compare=False)
+    """When ``completed``: the request as the claim left it, read under its row lock in the
+    claiming transaction, so that the resumer need not read it again (it checks only that
+    the claim and the run are unchanged)."""
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,7 @@ class DecisionRecorder:
                 approval=approval_view(request),
                 completed=claimed,
                 progressed=progressed,
+                claimed=request if claimed else None,
             )
 
     @staticmethod

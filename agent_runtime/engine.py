@@ -45,7 +45,7 @@ from agent_runtime.sweeper import Sweeper, SweepResult
 from agent_runtime.views import ApprovalView, RunView, approval_view
 from store.db import Database
 from store.locks import ThreadLocks
-from store.models import utcnow
+from store.models import ApprovalRequest, utcnow
 from store.repositories import ApprovalRepository
 
 __all__ = ["ApprovalEngine", "CancelResult", "DecisionResult", "ReconcileResult", "SweepResult"]
@@ -171,11 +171,18 @@ class ApprovalEngine:
         for request_id in self.runs.record_stop(run_id, state):
             self._resume_locked(run_id, request_id)
 
-    def _resume_locked(self, run_id: str, request_id: str, *, recovering: bool = False) -> None:
+    def _resume_locked(
+        self,
+        run_id: str,
+        request_id: str,
+        *,
+        recovering: bool = False,
+        claimed: ApprovalRequest | None = None,
+    ) -> None:
         resumed = observed(
             self.observer,
             request_id,
-            lambda: self.resumer.resume(request_id, recovering=recovering),
+            lambda: self.resumer.resume(request_id, recovering=recovering, claimed=claimed),
         )
         if resumed.run_failed is not None:
             self.runs.fail(run_id, resumed.run_failed)
@@ -183,16 +190,21 @@ class ApprovalEngine:
             self._carry_on(run_id, resumed.after)
 
     def _resume(
-        self, request_id: str, *, run_id: str | None = None, recovering: bool = False
+        self,
+        request_id: str,
+        *,
+        run_id: str | None = None,
+        recovering: bool = False,
+        claimed: ApprovalRequest | None = None,
     ) -> None:
         """Resume a request this process claimed, under its run's lock (``run_id``: its run,
-        when the caller knows it)."""
+        when the caller knows it; ``claimed``: the request as the claim read it)."""
         if run_id is None:
             with self.db.transaction() as s:
                 run_id = ApprovalRepository(s).run_id_of(request_id)
         if run_id is not None:
             with self.locks.hold(run_id):
-                self._resume_locked(run_id, request_id, recovering=recovering)
+                self._resume_locked(run_id, request_id, recovering=recovering, claimed=claimed)
 
     def _resume_guarded(self, request_id: str, *, recovering: bool = False) -> None:
         """In the background: one request that cannot be resumed now must not keep the others
@@ -340,7 +352,9 @@ class ApprovalEngine:
             if result.completed:
                 after = self.resuming_card_after.total_seconds()
                 with self.announcer.showing_card(result.approval, after=after):
-                    self._resume(result.approval.id, run_id=result.approval.run.id)
+                    self._resume(
+                        result.approval.id, run_id=result.approval.run.id, claimed=result.claimed
+                    )
                 return result
             self.announcer.show_card(result.approval)
             if ping and result.progressed:

@@ -97,7 +97,13 @@ class Resumer:
         self.claims = claims
         self.announcer = announcer
 
-    def resume(self, request_id: str, *, recovering: bool = False) -> Resumed:
+    def resume(
+        self,
+        request_id: str,
+        *,
+        recovering: bool = False,
+        claimed: ApprovalRequest | None = None,
+    ) -> Resumed:
         """Resume the thread of a request this process claimed, once, after checking the
         checkpoint. The caller holds the run's thread lock.
 
@@ -107,9 +113,11 @@ class Resumer:
         repeating effects), then ask the evidence whether each approved action ran before
         calling the request resolved. The same holds, without a crash, for an interrupt that
         someone resumed elsewhere (directly on LangGraph Server) once this one was claimed:
-        what ran is told, never denied."""
-        with self.db.transaction() as s:
-            request = ApprovalRepository(s).get(request_id)
+        what ran is told, never denied.
+
+        ``claimed``: the request as the decision that claimed it read it, under its row lock;
+        used as it is only while its claim and its run are still as that read left them."""
+        request = self._current(request_id, claimed)
         if request is not None and _cancelled(request):
             return self._cancelled(request)
         if request is None or not self.claims.held(request):
@@ -149,6 +157,18 @@ class Resumer:
             record=lambda s: _record_tool_outcomes(s, request, after, policy=self.policy),
         )
         return Resumed(after=after)
+
+    def _current(self, request_id: str, claimed: ApprovalRequest | None) -> ApprovalRequest | None:
+        """The request now. Once claimed, nothing changes its actions or decisions (they are
+        taken only while it is pending): what may have changed since ``claimed`` was read is
+        its claim (taken over) and its run (cancelled), and one short read tells."""
+        with self.db.transaction() as s:
+            repo = ApprovalRepository(s)
+            if claimed is not None and claimed.id == request_id:
+                now = repo.claim_state(request_id)
+                if now == (claimed.status, claimed.claimed_by, claimed.run.status):
+                    return claimed
+            return repo.get(request_id)
 
     def _problem(
         self, request: ApprovalRequest, before: StateSnapshot, *, recovering: bool

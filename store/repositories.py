@@ -14,7 +14,7 @@ from store import pending_slots
 from store.audit_log import AuditRepository
 from store.db import affected
 from store.decision_repository import DecisionRepository
-from store.models import Action, ApprovalRequest, utcnow
+from store.models import Action, ApprovalRequest, Run, utcnow
 from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
 
@@ -85,6 +85,16 @@ class ApprovalRepository:
         if request_id is None:
             return None
         return self._load(request_id, fresh=for_update)
+
+    def claim_state(self, request_id: str) -> tuple[str, str | None, str] | None:
+        """(status, claim owner, run status) of a request, in one short read."""
+        stmt = (
+            select(ApprovalRequest.status, ApprovalRequest.claimed_by, Run.status)
+            .join(Run, Run.id == ApprovalRequest.run_id)
+            .where(ApprovalRequest.id == request_id)
+        )
+        row = self.session.execute(stmt).first()
+        return (row[0], row[1], row[2]) if row is not None else None
 
     def run_id_of(self, request_id: str) -> str | None:
         return self.session.scalar(

@@ -13,7 +13,7 @@ from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.decisions import Attempt
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
-from tests.agent_runtime.engine_env import Env, make_env, paused_run
+from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
 
 PUBLISH = 'publish_report {"path": "notes.md"}'  # release managers (users or S0RELMGR)
 GROUPIE = Actor("U0GROUPIE", "T1")  # a release manager through the S0RELMGR user group
@@ -111,3 +111,33 @@ def test_another_process_reads_the_roles_first_and_decides_the_same(
     begins = [i for i, e in enumerate(log) if e == "begin"]
     assert len(begins) == 2
     assert begins[0] < log.index("lookup S0RELMGR") < begins[1]
+
+
+def _full_loads(log: list[str]) -> int:
+    """Reads of a request with its actions joined (a whole request loaded)."""
+    return sum(
+        1
+        for e in log
+        if e.startswith("SELECT approval_requests.id, approval_requests.run_id")
+        and "JOIN actions" in e
+    )
+
+
+def test_a_completing_decision_loads_its_request_twice_in_all(
+    world: tuple[Env, list[str]],
+) -> None:
+    """Once to decide (under its row lock) and once to record the outcome: the resumer starts
+    from what the claiming transaction read, and checks only the claim and the run."""
+    env, log = world
+    run_id, action_id = paused_run(env)
+    attempt = _attempt(env, action_id, REVIEWER)
+    _watch(env, log)
+    log.clear()
+    result = env.engine.decide(
+        action_id=action_id, actor=REVIEWER, decision="approve", seen_hash=attempt.seen_hash
+    )
+    assert result.completed
+    assert env.notes.finished[-1].id == run_id
+    assert env.notes.finished[-1].status == "completed"
+    reads = [e[:120] for e in log if "approval_requests" in e]
+    assert _full_loads(log) == 2, reads

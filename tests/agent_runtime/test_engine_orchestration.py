@@ -30,7 +30,9 @@ class FakeResumer:
     resumed: list[tuple[str, bool]] = field(default_factory=list)
     invalidated: list[str] = field(default_factory=list)
 
-    def resume(self, request_id: str, *, recovering: bool = False) -> Resumed:
+    def resume(
+        self, request_id: str, *, recovering: bool = False, claimed: object = None
+    ) -> Resumed:
         self.resumed.append((request_id, recovering))
         return self.outcomes.get(request_id, NOTHING)
 

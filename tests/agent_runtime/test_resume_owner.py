@@ -111,3 +111,41 @@ def test_a_request_held_by_another_process_is_left_alone(tmp_path):
     assert resumer.resume(seeded.request_id) == NOTHING
     assert statuses(db, seeded) == (RequestStatus.RESUMING, RunStatus.WAITING)
     assert told.results == []
+
+
+def _as_claimed(db, seeded):  # type: ignore[no-untyped-def]
+    """The request as the claiming transaction read it (what a decision hands the resumer)."""
+    with db.transaction() as s:
+        return ApprovalRepository(s).get(seeded.request_id)
+
+
+def test_a_claim_taken_over_after_the_decision_read_it_is_left_alone(tmp_path):
+    thread = FakeThread(created=False)  # were it resumed, it would be invalidated
+    db, seeded, resumer, told = resumer_on(tmp_path, thread)
+    claimed = _as_claimed(db, seeded)
+    with db.transaction() as s:  # our lease ran out and another process took the claim
+        ApprovalRepository(s).get(seeded.request_id).claimed_by = "someone-else"
+    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    assert statuses(db, seeded) == (RequestStatus.RESUMING, RunStatus.WAITING)
+    assert thread.invoked == [] and told.results == []
+
+
+def test_a_run_cancelled_after_the_decision_read_it_is_not_resumed(tmp_path):
+    thread = FakeThread()
+    db, seeded, resumer, _told = resumer_on(tmp_path, thread)
+    claimed = _as_claimed(db, seeded)
+    with db.transaction() as s:  # cancelled between the decision's commit and the resume
+        RunRepository(s).get(seeded.run_id).status = RunStatus.CANCELLED
+    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    assert thread.invoked == []
+    assert statuses(db, seeded) == (RequestStatus.CANCELLED, RunStatus.CANCELLED)
+
+
+def test_an_unchanged_claim_is_resumed_from_the_decision_read(tmp_path):
+    """Nothing changed since the claim: the resumer goes on from that read (here the thread
+    no longer waits, so it is invalidated: proof that it went on)."""
+    thread = FakeThread()
+    db, seeded, resumer, _told = resumer_on(tmp_path, thread)
+    claimed = _as_claimed(db, seeded)
+    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    assert statuses(db, seeded)[0] == RequestStatus.INVALIDATED
