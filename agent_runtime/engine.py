@@ -1,5 +1,6 @@
-"""The approval engine's façade: the one place that puts the owners together and the only
-orchestrator between them. Each owner does one thing and calls none of the others back:
+"""The approval engine's façade: the only orchestrator between its owners (created together,
+each with just its collaborators, in ``owners``). Each does one thing and calls none of the
+others back:
 
 - ``RunLifecycle``: runs started, executed, their stops recorded (approvals or results);
 - ``DecisionRecorder``: decisions authorized and recorded, the last one claiming the request;
@@ -21,30 +22,19 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
-from agent_runtime.action_roles import ActionRoles
-from agent_runtime.announcer import Announcer
-from agent_runtime.attempts import AttemptLog
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.background import Background, ReconcileResult
-from agent_runtime.cancel import CancelOutcome, CancelResult, RunCanceller
-from agent_runtime.claims import Claims
-from agent_runtime.decisions import Attempt, DecisionRecorder, DecisionResult
-from agent_runtime.digests import DigestPoster
-from agent_runtime.edits import EditRules
+from agent_runtime.cancel import CancelOutcome, CancelResult
+from agent_runtime.decisions import Attempt, DecisionResult
 from agent_runtime.faults import fault_point
-from agent_runtime.listing import PendingList
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
-from agent_runtime.overview import Overview
+from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
-from agent_runtime.reach import ReviewerReach
-from agent_runtime.resume import Resumer
-from agent_runtime.runs import RunLifecycle
 from agent_runtime.runtime import AgentRuntime
-from agent_runtime.sweeper import Sweeper, SweepResult
+from agent_runtime.sweeper import SweepResult
 from agent_runtime.views import ApprovalView, RunView, approval_view
 from store.db import Database
-from store.locks import ThreadLocks
 from store.models import ApprovalRequest, utcnow
 from store.repositories import ApprovalRepository
 
@@ -88,55 +78,19 @@ class ApprovalEngine:
         self.observer = observer or Unobserved()
         self.card_retry_after = card_retry_after
         self.resuming_card_after = resuming_card_after
-        self.locks = ThreadLocks(db)
-        self.claims = Claims(db=db, clock=clock, lease=lease)
-        self.announcer = Announcer(
-            db=db,
-            notifier=notifier,
-            locks=self.locks,
-            reach=ReviewerReach(policy=policy, usergroup_members=usergroup_members),
-            digests=DigestPoster(
-                db=db,
-                notifier=notifier,
-                every=policy.digest.every if policy.digest else None,
-                clock=clock,
-            ),
-        )
-        roles = ActionRoles()
-        self.runs = RunLifecycle(
+        owners = build_owners(
             db=db,
             runtime=runtime,
             policy=policy,
-            claims=self.claims,
-            announcer=self.announcer,
-            clock=clock,
+            notifier=notifier,
             usergroup_members=usergroup_members,
-            roles=roles,
-        )
-        self.edits = EditRules(db=db, catalog=runtime.catalog, policy=policy)
-        self.decisions = DecisionRecorder(
-            db=db,
-            policy=policy,
-            edits=self.edits,
-            claims=self.claims,
             clock=clock,
-            usergroup_members=usergroup_members,
-            roles=roles,
+            lease=lease,
         )
-        self.resumer = Resumer(
-            db=db, runtime=runtime, policy=policy, claims=self.claims, announcer=self.announcer
-        )
-        self.attempts = AttemptLog(db=db)
-        self.pending = PendingList(
-            db=db, policy=policy, usergroup_members=usergroup_members, clock=clock
-        )
-        self.overview = Overview(db=db, policy=policy, pending=self.pending)
-        self.sweeper = Sweeper(
-            db=db, policy=policy, claims=self.claims, announcer=self.announcer, clock=clock
-        )
-        self.cancels = RunCanceller(
-            db=db, policy=policy, clock=clock, usergroup_members=usergroup_members
-        )
+        self.locks, self.claims, self.announcer = owners.locks, owners.claims, owners.announcer
+        self.runs, self.edits, self.decisions = owners.runs, owners.edits, owners.decisions
+        self.resumer, self.attempts, self.pending = owners.resumer, owners.attempts, owners.pending
+        self.overview, self.sweeper, self.cancels = owners.overview, owners.sweeper, owners.cancels
         self.policy_version = policy.version
         self.background = Background(
             db=db,

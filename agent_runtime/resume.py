@@ -22,16 +22,14 @@ from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, audit_text, drift, version_drift
-from agent_runtime.revisions import rejection_for_agent, revisions_left
+from agent_runtime.recording import audit_text, drift, version_drift
+from agent_runtime.resume_records import record_tool_outcomes, resume_decisions, summary
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
     PendingInterrupt,
-    ResumeDecision,
     build_resume,
     pending_interrupts,
-    tool_results,
 )
 from store.db import Database
 from store.models import ApprovalRequest
@@ -39,7 +37,6 @@ from store.repositories import ApprovalRepository, AuditRepository, RunRepositor
 from store.statuses import RUNS_THE_TOOL, ActionOutcome, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
-EXPIRED_MESSAGE = "approval expired"
 
 
 @dataclass(frozen=True)
@@ -52,33 +49,6 @@ class Resumed:
 
 
 NOTHING = Resumed()
-
-
-def _resume_decisions(request: ApprovalRequest, policy: Policy) -> list[ResumeDecision]:
-    decisions = []
-    for action in request.actions:
-        last = action.decisions[-1] if action.decisions else None
-        veto = (action.extra or {}).get(POLICY_VETO)
-        if action.outcome == ActionOutcome.APPROVED:
-            decisions.append(ResumeDecision(type="approve"))
-        elif action.outcome == ActionOutcome.EDITED:
-            decisions.append(ResumeDecision(type="edit", edited_args=action.edited_args))
-        elif action.outcome == ActionOutcome.EXPIRED:
-            decisions.append(ResumeDecision(type="reject", message=EXPIRED_MESSAGE))
-        elif action.outcome == ActionOutcome.REJECTED and veto:
-            decisions.append(ResumeDecision(type="reject", message=f"Refused by policy: {veto}"))
-        elif action.outcome == ActionOutcome.REJECTED and last:
-            message = rejection_for_agent(
-                tool_name=action.tool_name,
-                reason=last.message or "",
-                revisions_left=revisions_left(action, policy),
-            )
-            decisions.append(ResumeDecision(type=last.type, message=message))
-        elif action.outcome == ActionOutcome.RESPONDED and last:
-            decisions.append(ResumeDecision(type=last.type, message=last.message))
-        else:
-            raise InvalidDecisions(f"{action.tool_name} has no final decision ({action.outcome})")
-    return decisions
 
 
 class Resumer:
@@ -131,7 +101,7 @@ class Resumer:
         try:
             with self.claims.kept(request_id):
                 if pending is not None:
-                    command = build_resume(pending, _resume_decisions(request, self.policy))
+                    command = build_resume(pending, resume_decisions(request, self.policy))
                     self.runtime.invoke(command, request.run_id)
                 elif before.next and not before.interrupts:
                     self.runtime.invoke(None, request.run_id)  # finish the interrupted step
@@ -153,8 +123,8 @@ class Resumer:
         self._finish(
             request_id,
             status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
-            outcome=_summary(request),
-            record=lambda s: _record_tool_outcomes(s, request, after, policy=self.policy),
+            outcome=summary(request),
+            record=lambda s: record_tool_outcomes(s, request, after, policy=self.policy),
         )
         return Resumed(after=after)
 
@@ -205,7 +175,7 @@ class Resumer:
         text = evidence.describe(found)
 
         def record(s: Session) -> None:
-            _record_tool_outcomes(s, request, state, policy=self.policy)
+            record_tool_outcomes(s, request, state, policy=self.policy)
             evidence.record(s, request, found=found)
 
         self._finish(request.id, status=RequestStatus.FAILED, outcome=text, record=record)
@@ -285,37 +255,6 @@ _AUDITED = {
 _AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED, RequestStatus.CANCELLED)
 
 
-def _record_tool_outcomes(
-    s: Session, request: ApprovalRequest, state: StateSnapshot, *, policy: Policy
-) -> None:
-    """One audit event per reviewed call, with what the tool returned (a result, or a reject's
-    reason, may quote an argument the policy keeps out of the audit)."""
-    messages = state.values.get("messages", [])
-    results = tool_results(messages, [a.tool_call_id for a in request.actions])
-    if results:
-        audit = AuditRepository(s)
-        for action in request.actions:
-            result = results.get(action.tool_call_id or "")
-            if result is None:
-                continue
-            audit.record(
-                "tool_outcome",
-                outcome="error" if result["status"] == "error" else "info",
-                run_id=request.run_id,
-                request_id=request.id,
-                action_id=action.id,
-                team_id=request.team_id,
-                detail={
-                    "tool": action.tool_name,
-                    "operation_id": action.operation_id,
-                    **result,
-                    "preview": policy.rule_for(action.tool_name).redacted_text(
-                        result["preview"], action.args, action.edited_args
-                    ),
-                },
-            )
-
-
 def _cancelled(request: ApprovalRequest) -> bool:
     return request.status == RequestStatus.CANCELLED or request.run.status == RunStatus.CANCELLED
 
@@ -325,7 +264,3 @@ def _pending(state: StateSnapshot, request: ApprovalRequest) -> PendingInterrupt
         (p for p in pending_interrupts(state.interrupts) if p.interrupt_id == request.interrupt_id),
         None,
     )
-
-
-def _summary(request: ApprovalRequest) -> str:
-    return ", ".join(f"{a.tool_name}: {a.outcome}" for a in request.actions)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from agent_runtime.announcer import Announcer
 from agent_runtime.claims import Claims
 from agent_runtime.policy import REQUESTER_ROLE, Policy
-from agent_runtime.resume import EXPIRED_MESSAGE
+from agent_runtime.resume_records import EXPIRED_MESSAGE
 from agent_runtime.views import ApprovalView, Reviewers, approval_view
 from store.db import Database
 from store.repositories import ApprovalRepository, AuditRepository

@@ -1,0 +1,111 @@
+"""The engine's owners, created in one place and each handed only the collaborators it needs
+(the façade in ``engine`` orchestrates them; none calls another back)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent_runtime.action_roles import ActionRoles
+from agent_runtime.announcer import Announcer
+from agent_runtime.attempts import AttemptLog
+from agent_runtime.cancel import RunCanceller
+from agent_runtime.claims import Claims
+from agent_runtime.decisions import DecisionRecorder
+from agent_runtime.digests import DigestPoster
+from agent_runtime.edits import EditRules
+from agent_runtime.listing import PendingList
+from agent_runtime.notifier import Notifier
+from agent_runtime.overview import Overview
+from agent_runtime.policy import Policy
+from agent_runtime.reach import ReviewerReach
+from agent_runtime.resume import Resumer
+from agent_runtime.runs import RunLifecycle
+from agent_runtime.runtime import AgentRuntime
+from agent_runtime.sweeper import Sweeper
+from store.db import Database
+from store.locks import ThreadLocks
+
+
+@dataclass(frozen=True)
+class Owners:
+    locks: ThreadLocks
+    claims: Claims
+    announcer: Announcer
+    runs: RunLifecycle
+    edits: EditRules
+    decisions: DecisionRecorder
+    resumer: Resumer
+    attempts: AttemptLog
+    pending: PendingList
+    overview: Overview
+    sweeper: Sweeper
+    cancels: RunCanceller
+
+
+def build_owners(
+    *,
+    db: Database,
+    runtime: AgentRuntime,
+    policy: Policy,
+    notifier: Notifier,
+    usergroup_members: Callable[[str], frozenset[str]],
+    clock: Callable[[], dt.datetime],
+    lease: dt.timedelta,
+) -> Owners:
+    locks = ThreadLocks(db)
+    claims = Claims(db=db, clock=clock, lease=lease)
+    announcer = Announcer(
+        db=db,
+        notifier=notifier,
+        locks=locks,
+        reach=ReviewerReach(policy=policy, usergroup_members=usergroup_members),
+        digests=DigestPoster(
+            db=db,
+            notifier=notifier,
+            every=policy.digest.every if policy.digest else None,
+            clock=clock,
+        ),
+    )
+    roles = ActionRoles()
+    runs = RunLifecycle(
+        db=db,
+        runtime=runtime,
+        policy=policy,
+        claims=claims,
+        announcer=announcer,
+        clock=clock,
+        usergroup_members=usergroup_members,
+        roles=roles,
+    )
+    edits = EditRules(db=db, catalog=runtime.catalog, policy=policy)
+    decisions = DecisionRecorder(
+        db=db,
+        policy=policy,
+        edits=edits,
+        claims=claims,
+        clock=clock,
+        usergroup_members=usergroup_members,
+        roles=roles,
+    )
+    resumer = Resumer(db=db, runtime=runtime, policy=policy, claims=claims, announcer=announcer)
+    attempts = AttemptLog(db=db)
+    pending = PendingList(db=db, policy=policy, usergroup_members=usergroup_members, clock=clock)
+    overview = Overview(db=db, policy=policy, pending=pending)
+    sweeper = Sweeper(db=db, policy=policy, claims=claims, announcer=announcer, clock=clock)
+    cancels = RunCanceller(db=db, policy=policy, clock=clock, usergroup_members=usergroup_members)
+    return Owners(
+        locks=locks,
+        claims=claims,
+        announcer=announcer,
+        runs=runs,
+        edits=edits,
+        decisions=decisions,
+        resumer=resumer,
+        attempts=attempts,
+        pending=pending,
+        overview=overview,
+        sweeper=sweeper,
+        cancels=cancels,
+    )
