@@ -230,17 +230,21 @@ class ApprovalRepository:
             "claimed_by": owner,
             "claim_expires_at": utcnow() + lease,
         }
-        result = self.session.execute(
-            update(ApprovalRequest)
-            .where(
-                ApprovalRequest.id == request_id, ApprovalRequest.status == RequestStatus.PENDING
+        # Nothing pending in the session bears on these two statements: they need not flush
+        # it (the transaction's audit events then go out together at its commit).
+        with self.session.no_autoflush:
+            result = self.session.execute(
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == RequestStatus.PENDING,
+                )
+                .values(**claimed)
+                .execution_options(synchronize_session=False)
             )
-            .values(**claimed)
-            .execution_options(synchronize_session=False)
-        )
-        if affected(result) == 0:
-            return False
-        pending_slots.close_request(self.session, request_id)
+            if affected(result) == 0:
+                return False
+            pending_slots.close_request(self.session, request_id)
         if loaded is not None:
             for name, value in claimed.items():
                 set_committed_value(loaded, name, value)

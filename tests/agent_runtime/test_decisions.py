@@ -141,3 +141,22 @@ def test_a_completing_decision_loads_its_request_twice_in_all(
     assert env.notes.finished[-1].status == "completed"
     reads = [e[:120] for e in log if "approval_requests" in e]
     assert _full_loads(log) == 2, reads
+
+
+def test_a_completing_decision_inserts_its_audit_events_in_one_statement(
+    world: tuple[Env, list[str]],
+) -> None:
+    """The decision and the claim are two events of one transaction: written together at its
+    commit, not one of them on its own when the claim's update runs."""
+    env, log = world
+    _run, action_id = paused_run(env)
+    attempt = _attempt(env, action_id, REVIEWER)
+    _watch(env, log)
+    log.clear()
+    result = env.engine.decisions.record(action_id=action_id, attempt=attempt)
+    assert result.completed
+    claim = next(i for i, e in enumerate(log) if e.startswith("UPDATE approval_requests SET"))
+    early = [e for e in log[:claim] if e.startswith("INSERT INTO audit_events")]
+    assert early == [], "an event went out on its own, before the claim"
+    if env.db.engine.dialect.name == "postgresql":  # SQLite returns ids one row at a time
+        assert sum(e.startswith("INSERT INTO audit_events") for e in log) == 1
