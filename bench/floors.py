@@ -4,6 +4,8 @@
   stack (waitress, Bolt's WSGI adapter, the same thread count and body limit), as a process.
 * Plain LangGraph: the benchmark graph resumed with ``graph.invoke(Command(resume=...))`` from
   as many threads as the bot has workers, sharing one PostgresSaver pool.
+* The durable floor (bench/durable_floor.py): the least a bot keeping the product's durability
+  promises does between a click and its result, as a process served like the bot.
 """
 
 from __future__ import annotations
@@ -21,10 +23,15 @@ from langgraph.types import Command
 
 from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
 from bench import slow_graph
+from bench.http_bench import click_all, wait_done
+from bot.blocks.approval_card import HEADERS
 from bot.http_server import MAX_BODY, make_server
+from bot.sandbox import people
+from bot.sandbox.driver import buttons
 from bot.sandbox.process import BotProcess
 from bot.sandbox.server import SlackSandbox
 from bot.settings import Settings
+from store.statuses import RequestStatus
 
 HTTP_THREADS: int = inspect.signature(make_server).parameters["threads"].default
 WORKER_THREADS: int = Settings.model_fields["worker_threads"].default
@@ -79,3 +86,39 @@ def plain_throughput(
         close_checkpointer(saver)
     assert all(r["messages"][-1].content == "done" for r in results), "every resume completed"
     return n / elapsed
+
+
+class DurableFloorProcess(BotProcess):
+    """bench/durable_floor.py as a real process, with ``cards`` approvals waiting on it."""
+
+    def __init__(
+        self, env: dict[str, str], sandbox: SlackSandbox, *, cards: int, request: str
+    ) -> None:
+        args = (
+            *("-m", "bench.durable_floor", "--threads", str(HTTP_THREADS)),
+            *("--max-body", str(MAX_BODY), "--workers", str(WORKER_THREADS)),
+            *("--cards", str(cards), "--request", request, "--channel", people.CHANNEL),
+            *("--done-header", HEADERS[RequestStatus.RESOLVED]),
+        )
+        super().__init__(env, sandbox, args=args)
+
+
+def durable_to_result(
+    env: dict[str, str], sandbox: SlackSandbox, *, k: int, request: str
+) -> list[float]:
+    """Seconds from click to the card showing the result, k single clicks on the durable
+    floor, clicked and awaited as the bot's are."""
+    seen = {m.ts for m in sandbox.state.messages}
+    floor = DurableFloorProcess(env, sandbox, cards=k, request=request)
+    try:
+        cards = [m for m in list(sandbox.state.messages) if m.ts not in seen and buttons(m)]
+        assert len(cards) == k, f"the durable floor posted {len(cards)} cards, not {k}"
+        timings = []
+        for card in cards:
+            before = time.monotonic()
+            click_all(floor, [card])
+            wait_done(sandbox, [card])
+            timings.append(card.edited_at[-1] - before)
+        return timings
+    finally:
+        floor.stop()

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import store_bench
+from bench.breakdown import cpu_table, to_result_table
 from bench.common import fresh_database, pct, table
 from bench.cpu import Pids, database_backends, durable_write_ms, metered
-from bench.floors import WORKER_THREADS, BareBoltProcess, plain_throughput
+from bench.floors import WORKER_THREADS, BareBoltProcess, durable_to_result, plain_throughput
 from bench.http_bench import SLOW, click_all, integrity_check, plain_resumes, start_runs, wait_done
 from bot.sandbox import people
 from bot.sandbox.process import BotProcess, bot_env
@@ -117,6 +118,7 @@ class Measured:
     floor_acks: list[float] = dataclasses.field(default_factory=list)
     floor_rate: float = 0.0
     floor_resumes: list[float] = dataclasses.field(default_factory=list)
+    durable_resumes: list[float] = dataclasses.field(default_factory=list)  # the durable floor
     floor_rss_mib: float = 0.0
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per approval, by part
     floor_cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per plain resume
@@ -181,6 +183,7 @@ def _floors(
     measured.write_cpu_ms = durable_write_ms(url)
     k = len(measured.to_result)
     measured.floor_resumes = plain_resumes(url, workdir / "plain", AGENT, TIMED, k)
+    measured.durable_resumes = durable_to_result(env, sandbox, k=k, request=TIMED)
 
 
 @contextmanager
@@ -224,33 +227,9 @@ def against_floors(
         f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
         f"the bare Bolt app: {measured.floor_rss_mib:.0f} MiB",
         integrity.strip(),
+        to_result_table(measured),
         cpu_table(measured),
     ]
-
-
-def cpu_table(m: Measured) -> str:
-    """CPU per approval by part, against a plain resume's; and what the cores allow at most."""
-    cores = os.cpu_count() or 1
-    parts = [p for p in m.cpu if p != "total"]
-    rows = [(p, f"{m.cpu[p]:.1f}", f"{m.floor_cpu.get(p, 0.0):.1f}") for p in parts]
-    rows.append(("total", f"{m.cpu['total']:.1f}", f"{m.floor_cpu['total']:.1f}"))
-    rows.append(
-        (
-            f"most approvals/s {cores} cores allow at that CPU",
-            f"{cores * 1000 / m.cpu['total']:.1f}",
-            f"{cores * 1000 / m.floor_cpu['total']:.1f}",
-        )
-    )
-    budget = m.floor_cpu["total"] * (1 / 0.9 - 1)
-    title = "CPU ms per approval while they were clicked at once (bot) or resumed (plain)"
-    return "\n".join(
-        [
-            table(title, ["part", "bot", "plain LangGraph"], rows),
-            f"CPU a bot may add to a plain resume and keep 0.9x its rate: {budget:.1f} ms; "
-            f"the bare Bolt app's CPU per click: {m.bolt_cpu_ms:.1f} ms; one small row "
-            f"written and committed (client and server): {m.write_cpu_ms:.2f} ms",
-        ]
-    )
 
 
 def _ratios(m: Measured, scale: Scale) -> list[Ratio]:

@@ -42,6 +42,15 @@ def test_quick_run_prints_the_four_ratios_with_numbers(
         assert float(cpu["total"][column]) == pytest.approx(total, abs=0.2)
     assert float(cpu["total"][0]) > 0 and float(cpu["total"][1]) > 0
     assert re.search(r"the bare Bolt app's CPU per click: [\d.]+ ms; one small row", text)
+    to_result = _rows(text, "Click -> result, median of 3")
+    assert [row[0].split()[0] for row in to_result] == ["plain", "durable", "the"]
+    plain, durable, bot = (float(row[1]) for row in to_result)
+    assert plain > 0 and durable > 0 and bot > 0
+    assert to_result[0][2] == "1.00" and float(to_result[1][2]) == pytest.approx(
+        durable / plain, abs=0.01
+    )
+    figure = next(row for row in rows if row[0].startswith("click -> result"))
+    assert (float(figure[1]), float(figure[2])) == (plain, bot), "the same runs in both tables"
 
 
 def test_goals_point_the_right_way() -> None:
