@@ -11,7 +11,7 @@ from agent_runtime.policy import REQUESTER_ROLE, Policy
 from agent_runtime.views import ActionView, ApprovalView, approval_view
 from store.db import Database
 from store.models import utcnow
-from store.repositories import ApprovalRepository
+from store.pending_reads import pending_records
 
 MAX_ROUNDS = 8
 """Chunks of candidates one page may read: the slots over-approximate (user groups, expiry),
@@ -52,7 +52,8 @@ class PendingList:
         for _ in range(MAX_ROUNDS):
             chunk = size + 1 - len(found)
             with self.db.transaction() as s:
-                requests = ApprovalRepository(s).pending(
+                requests = pending_records(
+                    s,
                     reviewer=actor.user_id,
                     roles=roles,
                     own_roles=[REQUESTER_ROLE],

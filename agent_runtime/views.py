@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from store.models import Action, ApprovalRequest, Run
+from agent_runtime.view_sources import ActionSource, RequestSource, RunSource
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def versions_digest(actions: Iterable[ActionView]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def run_view(run: Run) -> RunView:
+def run_view(run: RunSource) -> RunView:
     return RunView(
         id=run.id,
         requester_id=run.requester_id,
@@ -138,7 +138,7 @@ def run_view(run: Run) -> RunView:
     )
 
 
-def action_view(action: Action) -> ActionView:
+def action_view(action: ActionSource) -> ActionView:
     return ActionView(
         id=action.id,
         position=action.position,
@@ -170,7 +170,7 @@ def action_view(action: Action) -> ActionView:
     )
 
 
-def approval_view(request: ApprovalRequest) -> ApprovalView:
+def approval_view(request: RequestSource) -> ApprovalView:
     return ApprovalView(
         id=request.id,
         run=run_view(request.run),

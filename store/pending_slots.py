@@ -14,9 +14,12 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy import (
+    BindParameter,
     Connection,
+    Integer,
     Select,
     and_,
+    bindparam,
     delete,
     event,
     func,
@@ -194,19 +197,17 @@ def _insert_open(conn: Connection, which: ColumnElement[bool]) -> int:
     return len(rows)
 
 
-def waiting_on(
-    *,
-    reviewer: str,
-    roles: Iterable[str],
-    own_roles: Iterable[str],
-    limit: int,
-    after: str | None = None,
-) -> Select[str, dt.datetime]:
-    """(request id, created at) of pending requests with an open action ``reviewer`` may
-    decide, oldest first: through ``roles`` on others' requests, through ``own_roles`` on
-    their own, and never an action they already approved in its current version. ``after``:
-    a request id; only requests listed after it (the next page). Reads only the slots (the
-    role index) and probes the decisions by action."""
+def waiting_on(*, paged: bool) -> Select[str, dt.datetime]:
+    """(request id, created at) of pending requests with an open action a reviewer may decide,
+    oldest first: through their roles on others' requests, through their own roles on their
+    own, and never an action they already approved in its current version. Reads only the
+    slots (the role index) and probes the decisions by action.
+
+    Its values are bound when it runs (:func:`waiting_on_params`): a statement of each shape
+    is built, and keyed for the compiled cache, once; a listing runs often and building a
+    statement cost as much as the database answering it. ``paged``: only requests listed after
+    the ``after`` parameter (a request id: the next page)."""
+    reviewer = bindparam("reviewer", type_=PendingSlot.requester_id.type)
     approved = (
         select(Decision.id)
         .join(Action, Action.id == Decision.action_id)
@@ -220,17 +221,45 @@ def waiting_on(
     )
     stmt = select(PendingSlot.request_id, PendingSlot.created_at).where(
         or_(
-            and_(PendingSlot.role.in_(list(roles)), PendingSlot.requester_id != reviewer),
-            and_(PendingSlot.role.in_(list(own_roles)), PendingSlot.requester_id == reviewer),
+            and_(
+                PendingSlot.role.in_(bindparam("roles", expanding=True)),
+                PendingSlot.requester_id != reviewer,
+            ),
+            and_(
+                PendingSlot.role.in_(bindparam("own_roles", expanding=True)),
+                PendingSlot.requester_id == reviewer,
+            ),
         ),
         ~approved,
     )
+    if paged:
+        stmt = stmt.where(_listed_after(bindparam("after", type_=PendingSlot.request_id.type)))
+    order = stmt.distinct().order_by(PendingSlot.created_at, PendingSlot.request_id)
+    return order.limit(bindparam("limit", type_=Integer()))
+
+
+def waiting_on_params(
+    *,
+    reviewer: str,
+    roles: Iterable[str],
+    own_roles: Iterable[str],
+    limit: int,
+    after: str | None = None,
+) -> dict[str, object]:
+    """The values :func:`waiting_on` binds: ``roles`` on others' requests, ``own_roles`` on the
+    reviewer's own; ``after`` only for a paged statement."""
+    params: dict[str, object] = {
+        "reviewer": reviewer,
+        "roles": list(roles),
+        "own_roles": list(own_roles),
+        "limit": limit,
+    }
     if after is not None:
-        stmt = stmt.where(_listed_after(after))
-    return stmt.distinct().order_by(PendingSlot.created_at, PendingSlot.request_id).limit(limit)
+        params["after"] = after
+    return params
 
 
-def _listed_after(request_id: str) -> ColumnElement[bool]:
+def _listed_after(request_id: BindParameter[str]) -> ColumnElement[bool]:
     """Keyset paging on (created at, request id): stable while requests come and go. A request
     that is gone (decided since) still has its age in ``approval_requests``."""
     since = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
@@ -109,36 +108,6 @@ class ApprovalRepository:
             ApprovalRequest.run_id == run_id, ApprovalRequest.interrupt_id == interrupt_id
         )
         return self.session.scalars(stmt).first()
-
-    def pending(
-        self,
-        *,
-        reviewer: str,
-        roles: Iterable[str],
-        own_roles: Iterable[str] = (),
-        limit: int,
-        after: str | None = None,
-    ) -> list[ApprovalRequest]:
-        """Pending requests with an open action ``reviewer`` may decide (``roles`` on others'
-        requests, ``own_roles`` on their own, not one they already approved), oldest first,
-        listed after the request ``after`` if given; chosen from the open review slots
-        (store.pending_slots)."""
-        mine = pending_slots.waiting_on(
-            reviewer=reviewer, roles=roles, own_roles=own_roles, limit=limit, after=after
-        ).subquery()
-        stmt = (
-            select(ApprovalRequest)
-            .join(mine, ApprovalRequest.id == mine.c.request_id)
-            # The slots are kept exact; this guard costs nothing on the few rows chosen.
-            .where(ApprovalRequest.status == RequestStatus.PENDING)
-            .order_by(mine.c.created_at, mine.c.request_id)
-            # One round trip: the few rows chosen, each with its run, actions and decisions.
-            .options(
-                joinedload(ApprovalRequest.run),
-                joinedload(ApprovalRequest.actions).joinedload(Action.decisions),
-            )
-        )
-        return list(self.session.scalars(stmt).unique())
 
     def operation_ids(self, run_id: str) -> set[str]:
         """Operation ids already given to this run's actions (each is used once)."""

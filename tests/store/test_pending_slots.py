@@ -16,6 +16,7 @@ from store import pending_slots
 from store.db import Database
 from store.migrate import MIGRATIONS, upgrade
 from store.models import Action, ApprovalRequest, PendingSlot, Run, new_id, utcnow
+from store.pending_reads import pending_records
 from store.repositories import ApprovalRepository, DecisionRepository
 
 REL, REL2, SEC, ALICE = "U0REL1", "U0REL2", "U0SEC1", "U0ALICE"
@@ -93,14 +94,12 @@ def _exact(db: Database, reviewer: str, roles: list[str], own: list[str]) -> lis
 
 def _fast(db: Database, reviewer: str, roles: list[str], own: list[str], limit: int = 100):
     with db.transaction() as s:
-        got = ApprovalRepository(s).pending(
-            reviewer=reviewer, roles=roles, own_roles=own, limit=limit
-        )
+        got = pending_records(s, reviewer=reviewer, roles=roles, own_roles=own, limit=limit)
         return [r.id for r in got]
 
 
 def _fast_in(s: Session, reviewer: str, roles: list[str]) -> list[str]:
-    return [r.id for r in ApprovalRepository(s).pending(reviewer=reviewer, roles=roles, limit=9)]
+    return [r.id for r in pending_records(s, reviewer=reviewer, roles=roles, limit=9)]
 
 
 def _agree(db: Database) -> None:
