@@ -131,7 +131,9 @@ class Resumer:
     def _current(self, request_id: str, claimed: ApprovalRequest | None) -> ApprovalRequest | None:
         """The request now. Once claimed, nothing changes its actions or decisions (they are
         taken only while it is pending): what may have changed since ``claimed`` was read is
-        its claim (taken over) and its run (cancelled), and one short read tells."""
+        its claim (taken over), its run (cancelled), and its card's reference and status. One
+        short read tells the first two; the card is never drawn from ``claimed`` (``_finish``
+        reads the request again, under its lock, before it shows the outcome)."""
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             if claimed is not None and claimed.id == request_id:

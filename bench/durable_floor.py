@@ -1,9 +1,11 @@
-"""A second floor for click -> result: the least any bot does that keeps the product's
-durability promises, and nothing else. A Bolt app served like the bot stores each click and
-commits it before acking; a worker then commits the decision, checks that the checkpoint still
-waits on the interrupt, resumes it with a plain ``Command(resume=...)``, reads the checkpoint
-after, commits the outcome and updates the card. No policy, authorization, audit chain, review
-slots, thread locks, leases or recovery: what the bot spends beyond this floor is its own.
+"""A second floor for click -> result: the durable writes and checks that the product's
+promises put on a click's path, and nothing else. A Bolt app served like the bot stores each
+click and commits it before acking; a worker then commits the decision, checks that the
+checkpoint still waits on the interrupt, resumes it with a plain ``Command(resume=...)``, reads
+the checkpoint after, commits the outcome and updates the card. No policy, authorization, audit
+chain, review slots, thread locks or leases, and no recovery: stored clicks are never replayed
+after a crash, which a real bot does off the click's path (it adds nothing to a click's time).
+What the bot spends beyond this floor is its own.
 
 ``python -m bench.durable_floor --threads N --max-body BYTES --cards K --request TEXT
 --channel C --done-header H`` with SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN, SLACK_API_URL and
