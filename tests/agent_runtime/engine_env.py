@@ -19,6 +19,7 @@ from agent_runtime.policy import Policy, load_policy
 from store.db import Database
 from store.migrate import upgrade
 from store.models import utcnow
+from tests.migrated import migrated_sqlite_url
 
 SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
 REVIEWER = Actor("U0REL1", "T1")
@@ -90,9 +91,9 @@ def make_env(
     key: bytes | None = None,
     usergroup_members: Callable[[str], frozenset[str]] | None = None,
 ) -> Env:
-    url = url or f"sqlite:///{tmp_path / 'e.db'}"
+    url = url or migrated_sqlite_url(tmp_path / "e.db")
     db = Database(url)
-    upgrade(db.engine)
+    upgrade(db.engine)  # a copy of a migrated store, or a new PostgreSQL one
     policy = load_policy(None)
     workspace = Workspace(tmp_path / "ws").ensure()
     notes = Recorder()

@@ -12,6 +12,7 @@ from store.migrate import upgrade
 from store.models import Action, ApprovalRequest, Run, new_id, utcnow
 from store.repositories import ApprovalRepository, RunRepository
 from store.statuses import RequestStatus, RunStatus
+from tests.migrated import migrated_sqlite_url
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class Seeded:
 
 
 def sqlite_store(tmp_path: Path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'owners.db'}")
-    upgrade(db.engine)
+    db = Database(migrated_sqlite_url(tmp_path / "owners.db"))
+    upgrade(db.engine)  # at the newest revision already: changes nothing
     return db
 
 
