@@ -45,12 +45,18 @@ def main() -> None:
     parser.add_argument("--max-body", type=int, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    serve(build_app(), threads=args.threads, max_body=args.max_body)
+
+
+def serve(app: App, *, threads: int, max_body: int) -> None:
+    """Serve ``app`` as the bot serves itself (waitress, Bolt's WSGI adapter) on a free port,
+    and log it in the line the benchmark waits for."""
     server: Any = create_server(
-        SlackRequestHandler(build_app(), path="/slack/events"),
+        SlackRequestHandler(app, path="/slack/events"),
         host="127.0.0.1",
         port=0,
-        threads=args.threads,
-        max_request_body_size=args.max_body,
+        threads=threads,
+        max_request_body_size=max_body,
     )
     logger.info("serving HTTP on 127.0.0.1:%s (POST /slack/events)", server.effective_port)
     server.run()

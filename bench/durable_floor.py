@@ -30,12 +30,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from psycopg_pool import ConnectionPool
 from slack_bolt import App
-from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
-from waitress.server import create_server
 
 from agent_runtime.graph_runtime import open_checkpointer
 from bench import slow_graph
+from bench.bare_bolt import serve
 
 logger = logging.getLogger("bench.durable_floor")
 APPROVE_ACTION = "durable_floor_approve"
@@ -151,15 +150,7 @@ def main() -> None:
     floor = Floor(pool=pool, graph=graph, client=client, done_header=args.done_header)
     floor.post_cards(count=args.cards, request=args.request, channel=args.channel)
     app = build_app(floor, ThreadPoolExecutor(args.workers))
-    server: Any = create_server(
-        SlackRequestHandler(app, path="/slack/events"),
-        host="127.0.0.1",
-        port=0,
-        threads=args.threads,
-        max_request_body_size=args.max_body,
-    )
-    logger.info("serving HTTP on 127.0.0.1:%s (POST /slack/events)", server.effective_port)
-    server.run()
+    serve(app, threads=args.threads, max_body=args.max_body)
 
 
 if __name__ == "__main__":
