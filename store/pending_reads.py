@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Select, select
@@ -162,33 +164,22 @@ def pending_records(
 
 
 def _assemble(rows: Sequence[Sequence[Any]]) -> list[RequestRecord]:
-    """Fold the joined rows (one per decision, or per action without any) into records."""
-    requests: list[RequestRecord] = []
-    start = 0
-    while start < len(rows):
-        end = start
-        while end < len(rows) and rows[end][0] == rows[start][0]:
-            end += 1
-        requests.append(_request(rows[start:end]))
-        start = end
-    return requests
+    """Fold the joined rows (one per decision, or per action without any) into records: the
+    statement's order keeps each request's rows, and each action's, together."""
+    return [_request(list(group)) for _id, group in groupby(rows, key=itemgetter(0))]
 
 
-def _request(rows: Sequence[Sequence[Any]]) -> RequestRecord:
+def _request(rows: list[Sequence[Any]]) -> RequestRecord:
     first = rows[0]
-    actions: list[ActionRecord] = []
-    start = 0
-    while start < len(rows) and rows[start][_AT_ACTION] is not None:  # no action: no rows
-        end = start
-        while end < len(rows) and rows[end][_AT_ACTION] == rows[start][_AT_ACTION]:
-            end += 1
-        actions.append(_action(rows[start:end]))
-        start = end
+    with_action = [row for row in rows if row[_AT_ACTION] is not None]  # none: no actions
+    actions = tuple(
+        _action(list(group)) for _id, group in groupby(with_action, key=itemgetter(_AT_ACTION))
+    )
     run = RunRecord(*first[_AT_RUN:_AT_ACTION])
-    return RequestRecord(run, tuple(actions), *first[:_AT_RUN])
+    return RequestRecord(run, actions, *first[:_AT_RUN])
 
 
-def _action(rows: Sequence[Sequence[Any]]) -> ActionRecord:
+def _action(rows: list[Sequence[Any]]) -> ActionRecord:
     first = rows[0]
     current_hash, action_hash = first[_AT_HASHES], first[_AT_HASHES + 1]
     decisions = tuple(
@@ -196,5 +187,5 @@ def _action(rows: Sequence[Sequence[Any]]) -> ActionRecord:
         for row in rows
         if row[_AT_DECISION - 1] is not None  # the decision's id: none on this action
     )
-    bound_hash = current_hash or action_hash
+    bound_hash = current_hash or action_hash  # as ``Action.bound_hash``
     return ActionRecord(bound_hash, decisions, *first[_AT_ACTION:_AT_HASHES])
