@@ -23,6 +23,9 @@ from bot.sandbox.validation import SlackApiError, validate_blocks, validate_view
 logger = logging.getLogger(__name__)
 SANDBOX_TOKEN = "xoxb-sandbox-token"
 SANDBOX_APP_TOKEN = "xapp-sandbox-token"
+STOP_POLL = 0.02
+"""Seconds between the serving loop's looks for a stop: ``stop`` waits up to this long (the
+standard library's default, 0.5 s, spent once per test added minutes to the test suite)."""
 
 
 class SlackSandbox:
@@ -73,7 +76,9 @@ class SlackSandbox:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": STOP_POLL}, daemon=True
+        ).start()
         return self
 
     def add_workspace(
