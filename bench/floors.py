@@ -23,7 +23,7 @@ from langgraph.types import Command
 
 from agent_runtime.graph_runtime import close_checkpointer, open_checkpointer
 from bench import slow_graph
-from bench.http_bench import click_all, wait_done
+from bench.http_bench import click_all, click_to_result, wait_done
 from bot.blocks.approval_card import HEADERS
 from bot.http_server import MAX_BODY, make_server
 from bot.sandbox import people
@@ -116,12 +116,6 @@ def durable_to_result(
         assert len(cards) == k + 1, f"the durable floor posted {len(cards)} cards, not {k + 1}"
         click_all(floor, cards[:1])
         wait_done(sandbox, cards[:1])
-        timings = []
-        for card in cards[1:]:
-            before = time.monotonic()
-            click_all(floor, [card])
-            wait_done(sandbox, [card])
-            timings.append(card.edited_at[-1] - before)
-        return timings
+        return [click_to_result(floor, sandbox, card) for card in cards[1:]]
     finally:
         floor.stop()

@@ -28,6 +28,8 @@ from store.statuses import RequestStatus
 
 SLOW = {"AGENT": "bench.slow_graph:build_graph", "WORKER_QUEUE": "5000"}
 REVIEWERS = [people.RELEASE_MANAGER, people.RELEASE_MANAGER_2, people.SECURITY]
+READING_SECONDS = 0.25
+"""How long a single timed click waits after its card appeared (no reviewer clicks sooner)."""
 
 
 def start_runs(
@@ -64,6 +66,17 @@ def click_all(bot: BotProcess, cards: list[Message]) -> list[float]:
     results = concurrently(jobs)
     assert all(status == 200 for _, status in results), "every click is acked"
     return [s for s, _ in results]
+
+
+def click_to_result(bot: BotProcess, sandbox: SlackSandbox, card: Message) -> float:
+    """Seconds from one Approve click to the card showing the result. The click comes
+    ``READING_SECONDS`` after the card appeared, as a reviewer's does: the work of posting the
+    card (storing its reference, telling the reviewers) is not the decision's to pay for."""
+    time.sleep(READING_SECONDS)
+    before = time.monotonic()
+    click_all(bot, [card])
+    wait_done(sandbox, [card])
+    return card.edited_at[-1] - before
 
 
 def wait_done(sandbox: SlackSandbox, cards: list[Message], timeout: float = 300) -> None:
