@@ -133,14 +133,15 @@ class Resumer:
         taken only while it is pending): what may have changed since ``claimed`` was read is
         its claim (taken over), its run (cancelled), and its card's reference and status. One
         short read tells the first two; the card is never drawn from ``claimed`` (``_finish``
-        reads the request again, under its lock, before it shows the outcome)."""
+        reads the request again, under its lock, before it shows the outcome). That read is
+        one statement: its own transaction, with no BEGIN and COMMIT on the click's path."""
+        if claimed is not None and claimed.id == request_id:
+            with self.db.single() as s:
+                now = ApprovalRepository(s).claim_state(request_id)
+            if now == (claimed.status, claimed.claimed_by, claimed.run.status):
+                return claimed
         with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            if claimed is not None and claimed.id == request_id:
-                now = repo.claim_state(request_id)
-                if now == (claimed.status, claimed.claimed_by, claimed.run.status):
-                    return claimed
-            return repo.get(request_id)
+            return ApprovalRepository(s).get(request_id)
 
     def _problem(
         self, request: ApprovalRequest, before: StateSnapshot, *, recovering: bool

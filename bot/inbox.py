@@ -4,6 +4,8 @@ Each item is claimed with a lease (renewed while it is worked on) and marked don
 afterwards. A worker that dies leaves its lease to run out; another claims the item again, and
 the item's id, passed to the engine as the decision's idempotency key, keeps the redo from
 recording a second decision. PostgreSQL wakes workers with LISTEN/NOTIFY; SQLite polls.
+Claims, renewals and finishes are single statements (``Database.single``): on PostgreSQL each
+is its own transaction.
 A click this process stores while a worker is idle is stored claimed for it and handed over in
 memory (``bot.handoff``): no claiming transaction, the same lease, renewal and finish.
 """
@@ -169,7 +171,7 @@ class InboxWorkers:
         if taken is None:
             return False
         if taken.late:
-            with self.db.transaction() as s:
+            with self.db.single() as s:
                 kept = InboxRepository(s).keep_handed(
                     taken.item.id, owner=self.owner, lease=self.lease
                 )
@@ -183,7 +185,7 @@ class InboxWorkers:
 
     def run_once(self) -> bool:
         """Claim one item and work on it; ``False`` if there was none."""
-        with self.db.transaction() as s:
+        with self.db.single() as s:
             item = InboxRepository(s).claim_next(owner=self.owner, lease=self.lease)
             claimed = _claimed(item) if item is not None else None
         if claimed is None:
@@ -246,7 +248,7 @@ class InboxWorkers:
             if claimed.attempts >= MAX_ATTEMPTS:
                 self._give_up(claimed.id, work, error)
                 return
-            with self.db.transaction() as s:
+            with self.db.single() as s:
                 InboxRepository(s).retry_later(
                     claimed.id, owner=self.owner, at=utcnow() + RETRY_AFTER, error=error
                 )
@@ -259,7 +261,7 @@ class InboxWorkers:
         self.services.dropped(replace(work.drop(), notice=told, reason="failed"), tell=True)
 
     def _finish(self, item_id: int, status: InboxStatus, error: str | None) -> None:
-        with self.db.transaction() as s:
+        with self.db.single() as s:
             if not InboxRepository(s).finish(item_id, owner=self.owner, status=status, error=error):
                 logger.warning("inbox item %s was claimed again before it was finished", item_id)
 
@@ -271,7 +273,7 @@ class InboxWorkers:
         def renew() -> None:
             while not done.wait(self.lease.total_seconds() / 3):
                 try:
-                    with self.db.transaction() as s:
+                    with self.db.single() as s:
                         kept = InboxRepository(s).renew(
                             item_id, owner=self.owner, until=utcnow() + self.lease
                         )

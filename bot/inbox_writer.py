@@ -130,7 +130,7 @@ class InboxWriter:
             else None
         )
         try:
-            with self.db.transaction() as s:
+            with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
                 ids = InboxRepository(s).add_many(
                     [(item.kind, item.payload) for item in batch],
                     origin=self.origin,

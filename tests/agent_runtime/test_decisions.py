@@ -14,6 +14,7 @@ from agent_runtime.decisions import Attempt
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
 from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
+from tests.wire import watching
 
 PUBLISH = 'publish_report {"path": "notes.md"}'  # release managers (users or S0RELMGR)
 GROUPIE = Actor("U0GROUPIE", "T1")  # a release manager through the S0RELMGR user group
@@ -160,3 +161,26 @@ def test_a_completing_decision_inserts_its_audit_events_in_one_statement(
     assert early == [], "an event went out on its own, before the claim"
     if env.db.engine.dialect.name == "postgresql":  # SQLite returns ids one row at a time
         assert sum(e.startswith("INSERT INTO audit_events") for e in log) == 1
+
+
+def test_the_resumers_look_at_the_claim_is_its_own_transaction_on_postgresql(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The one short read between the claiming transaction and the resume: no BEGIN and
+    COMMIT round trips around it on the click's path."""
+    env = make_env(tmp_path, url=pg_url)
+    try:
+        _run, action_id = paused_run(env)
+        attempt = _attempt(env, action_id, REVIEWER)
+        with watching(env.db) as wire:
+            result = env.engine.decide(
+                action_id=action_id,
+                actor=REVIEWER,
+                decision="approve",
+                seen_hash=attempt.seen_hash,
+            )
+        assert result.completed
+        assert wire.state_after("approval_requests.claimed_by, runs.status") == "I"
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()

@@ -29,6 +29,7 @@ from tests.bot.flows import (
 )
 from tests.bot.test_crash_recovery import WAIT, approve, check_the_outcome, start_and_find_card
 from tests.conftest import Harness
+from tests.wire import watching
 
 APPROVE_ALL = "Approve all I may approve"
 
@@ -193,3 +194,19 @@ def test_a_worker_whose_item_was_taken_over_stops_renewing_and_says_so(
     assert h.bot.services.metrics.count("inbox_lease_lost") == 1
     with h.bot.db.transaction() as s:
         assert s.scalar(select(InboxItem.status)) == InboxStatus.CLAIMED  # not finished by it
+
+
+def test_on_postgresql_a_worker_claims_and_finishes_an_item_each_in_its_own_statement(
+    serve_bot, pg_url
+):
+    """The claim and the finish are single statements: each its own transaction, with no
+    BEGIN and COMMIT round trips around it."""
+    h = serve_bot(pg_url, inbox_workers=False)
+    _root, card = start_run(h, SEND)
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    assert h.bot.listeners.wait_idle(timeout=60)
+    with watching(h.bot.db) as wire:
+        assert h.bot.inbox.run_once()
+    assert wire.state_after("UPDATE inbox_items", "attempts=(inbox_items.attempts") == "I"
+    assert wire.state_after("UPDATE inbox_items", "finished_at=") == "I"
+    assert recorded(h) == (1, [])

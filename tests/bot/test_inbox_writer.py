@@ -15,6 +15,7 @@ from store.db import Database
 from store.inbox import InboxRepository
 from store.migrate import upgrade
 from store.models import InboxItem, InboxKind
+from tests.wire import watching
 
 
 @pytest.fixture
@@ -85,3 +86,19 @@ def test_a_failed_transaction_fails_each_of_its_items(db, monkeypatch):
     assert writer.write(InboxKind.DECIDE, {"n": 0}) is False
     writer.close()
     assert stored(db) == 0
+
+
+def test_on_postgresql_a_click_is_stored_in_one_round_trip(pg_url):
+    """The write on every click's path before its ack: one statement, its own transaction,
+    with no BEGIN and COMMIT round trips around it."""
+    database = Database(pg_url)
+    upgrade(database.engine)
+    writer = InboxWriter(database)
+    try:
+        with watching(database) as wire:
+            assert writer.write(InboxKind.DECIDE, {"n": 1})
+        assert (wire.round_trips, wire.state_after("INSERT INTO inbox_items")) == (1, "I")
+        assert stored(database) == 1
+    finally:
+        writer.close()
+        database.dispose()

@@ -1,0 +1,51 @@
+"""One-statement units: on PostgreSQL the statement is its own transaction (one round trip
+instead of three), and nothing that needs a real transaction can run in one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import func, select, text
+
+from store.db import Database
+from store.migrate import upgrade
+from store.models import AuditEvent
+from store.repositories import AuditRepository
+from tests.wire import watching
+
+
+@pytest.fixture
+def db(store_url: str) -> Iterator[Database]:
+    database = Database(store_url)
+    upgrade(database.engine)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def pg_db(pg_url: str) -> Iterator[Database]:
+    database = Database(pg_url)
+    upgrade(database.engine)
+    yield database
+    database.dispose()
+
+
+def test_a_single_unit_is_one_round_trip_and_its_own_transaction(pg_db: Database) -> None:
+    with watching(pg_db) as single, pg_db.single() as s:
+        s.execute(text("SELECT 'single unit'"))
+    with watching(pg_db) as unit, pg_db.transaction() as s:
+        s.execute(text("SELECT 'transaction'"))
+    assert (single.round_trips, single.state_after("single unit")) == (1, "I")
+    assert (unit.round_trips, unit.state_after("transaction")) == (3, "T")
+
+
+def test_the_orm_unit_of_work_is_refused_in_a_single_unit(db: Database) -> None:
+    """An audit append takes the chain's row lock and writes two rows: in autocommit the lock
+    would be gone before the insert. It is refused, and nothing is written."""
+    with pytest.raises(RuntimeError, match=r"use Database\.transaction"), db.single() as s:
+        AuditRepository(s).record("not_in_a_single_unit")
+    with db.transaction() as s:
+        assert s.scalar(select(func.count()).select_from(AuditEvent)) == 0
+        report = AuditRepository(s).verify()
+        assert (report.consistent, report.checked) == (True, 0)
