@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import store_bench
 from bench.breakdown import cpu_table, to_result_table
-from bench.common import fresh_database, pct, table
+from bench.common import fresh_database, pct
 from bench.cpu import Pids, database_backends, durable_write_ms, metered
+from bench.figures import Ratio, Report, pending_list
 from bench.floors import WORKER_THREADS, BareBoltProcess, durable_to_result, plain_throughput
 from bench.http_bench import (
     SLOW,
@@ -40,7 +40,6 @@ from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
 from bot.sandbox.state import Message
 
-LISTING_GOAL_MS = 20.0
 RESUME_SECONDS = "0.03"  # the ~30 ms resume of the overhead figure
 AGENT = SLOW["AGENT"]
 NO_TOOL = "tool_seconds=0"  # throughput: the resume itself, no tool time
@@ -59,45 +58,6 @@ class Scale:
 
 FULL = Scale()
 QUICK = Scale(clicks=5, resumes=3, store=(2_000, 100, 10_000))
-
-
-@dataclass(frozen=True)
-class Ratio:
-    figure: str
-    floor: float
-    bot: float
-    goal: float  # the ratio bot / floor must stay at or below it (or at or above it)
-    at_least: bool = False
-
-    @property
-    def ratio(self) -> float:
-        return self.bot / self.floor
-
-    @property
-    def met(self) -> bool:
-        return self.ratio >= self.goal if self.at_least else self.ratio <= self.goal
-
-    def row(self) -> tuple[str, ...]:
-        goal = f"{'>=' if self.at_least else '<='} {self.goal:g}x"
-        return (
-            self.figure,
-            f"{self.floor:.1f}",
-            f"{self.bot:.1f}",
-            f"{self.ratio:.2f}",
-            goal,
-            "yes" if self.met else "no",
-        )
-
-
-@dataclass
-class Report:
-    ratios: list[Ratio]
-    notes: list[str]
-
-    def render(self) -> str:
-        header = ["figure", "floor", "bot", "ratio", "goal", "met"]
-        title = "The bot against its floor (same machine, same run, same client)"
-        return "\n".join([table(title, header, [r.row() for r in self.ratios]), *self.notes])
 
 
 @contextmanager
@@ -260,60 +220,6 @@ def _ratios(m: Measured, scale: Scale) -> list[Ratio]:
             1.5,
         ),
     ]
-
-
-def listing_figure(blocks: Sequence[str]) -> tuple[float, str]:
-    """The pending-list latency from store_bench's table: its p95 column when it has one,
-    else its single figure (a median), named so the reader knows which."""
-    for block in blocks:
-        lines = [ln for ln in block.splitlines() if ln.startswith("|")]
-        if not lines:
-            continue
-        header = [c.strip() for c in lines[0].strip("|").split("|")]
-        rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
-        for cells in rows:  # a row of its own for the p95 comes first
-            if "pending" in cells[0].lower() and "p95" in cells[0].lower():
-                return float(cells[1]), "p95"
-        for cells in rows:
-            if "pending" not in cells[0].lower():
-                continue
-            p95 = [i for i, h in enumerate(header) if "p95" in h.lower()]
-            if p95:
-                return float(cells[p95[0]]), "p95"
-            median = [i for i, h in enumerate(header) if "ms" in h.lower().split()]
-            if median:
-                return float(cells[median[0]]), "median"
-    raise ValueError("store_bench printed no pending-list row")
-
-
-@contextmanager
-def _store_scale(scale: tuple[int, int, int] | None) -> Iterator[None]:
-    """store_bench at another scale for smoke runs; its own scale when None."""
-    names = ("REQUESTS", "PENDING", "AUDIT")
-    saved = [getattr(store_bench, name) for name in names]
-    if scale is not None:
-        for name, value in zip(names, scale, strict=True):
-            setattr(store_bench, name, value)
-    try:
-        yield
-    finally:
-        for name, value in zip(names, saved, strict=True):
-            setattr(store_bench, name, value)
-
-
-def pending_list(scale: tuple[int, int, int] | None, blocks: Sequence[str] | None) -> Ratio:
-    """store_bench's pending-list figure against the 20 ms goal (the floor column holds the
-    goal, so the ratio must stay at or below 1)."""
-    with _store_scale(scale):
-        requests, audit = store_bench.REQUESTS, store_bench.AUDIT
-        figure, kind = listing_figure(blocks if blocks is not None else store_bench.run_all())
-    return Ratio(
-        f"pending list {kind} ms, {requests:,} requests / {audit:,} audit events "
-        f"(floor = {LISTING_GOAL_MS:g} ms goal)",
-        LISTING_GOAL_MS,
-        figure,
-        1,
-    )
 
 
 def measure(

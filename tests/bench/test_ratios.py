@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bench import common, ratios
+from bench import common, figures, ratios
 
 FIGURES = ("ack p99 ms", "approvals/s", "click -> result ms", "pending list")
 
@@ -54,10 +54,10 @@ def test_quick_run_prints_the_four_ratios_with_numbers(
 
 
 def test_goals_point_the_right_way() -> None:
-    slower = ratios.Ratio("latency", floor=10, bot=25, goal=2)
-    faster = ratios.Ratio("throughput", floor=10, bot=9.5, goal=0.9, at_least=True)
+    slower = figures.Ratio("latency", floor=10, bot=25, goal=2)
+    faster = figures.Ratio("throughput", floor=10, bot=9.5, goal=0.9, at_least=True)
     assert not slower.met and faster.met
-    assert ratios.Ratio("throughput", floor=10, bot=8, goal=0.9, at_least=True).met is False
+    assert figures.Ratio("throughput", floor=10, bot=8, goal=0.9, at_least=True).met is False
 
 
 def test_pending_list_reads_p95_when_store_bench_has_it_else_its_median() -> None:
@@ -69,8 +69,8 @@ def test_pending_list_reads_p95_when_store_bench_has_it_else_its_median() -> Non
         "\nStore\n| operation | p50 ms | p95 ms | notes |\n|---|---|---|---|\n"
         "| record a decision | 9.0 | 11.0 | n |\n| list one reviewer's pending | 12.5 | 18.25 | n |"
     )
-    assert ratios.listing_figure([median_only]) == (63.8, "median")
-    assert ratios.listing_figure(["no table", with_p95]) == (18.25, "p95")
+    assert figures.listing_figure([median_only]) == (63.8, "median")
+    assert figures.listing_figure(["no table", with_p95]) == (18.25, "p95")
 
 
 def test_pending_list_reads_store_bench_s_own_p95_row() -> None:
@@ -80,4 +80,4 @@ def test_pending_list_reads_store_bench_s_own_p95_row() -> None:
         "| list one reviewer's pending approvals (50 shown), p50 | 11.0 | x |\n"
         "| list one reviewer's pending approvals, p95 | 17.5 | x |\n"
     )
-    assert ratios.listing_figure([rows]) == (17.5, "p95")
+    assert figures.listing_figure([rows]) == (17.5, "p95")
