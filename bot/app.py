@@ -27,6 +27,7 @@ from agent_runtime.kill_switch import KillSwitch
 from agent_runtime.policy import load_policy
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import Maintenance
+from bot.ack_first import AckFirst
 from bot.agent_wiring import open_agent
 from bot.directory import UsergroupDirectory
 from bot.errors import NOT_INSTALLED
@@ -265,6 +266,7 @@ def build_bot(
         workspaces=slack.workspaces,
         directory=directory,
         home=home,
+        ack_first=AckFirst(patience=settings.ack_first_seconds),
     )
     listeners = ListenerPool(workers=LISTENER_THREADS)
     app = bolt_app(settings, slack, http=http, listeners=listeners)

@@ -42,8 +42,9 @@ class Frontend:
     ) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if path == "/slack/events" and method == "POST":
-            self.bot.services.metrics.inc("http_requests")
-            with self.bot.services.metrics.ack_timer("http"):
+            services = self.bot.services
+            services.metrics.inc("http_requests")
+            with services.ack_first.answering(), services.metrics.ack_timer("http"):
                 return self._slack(environ, start_response)
         if method == "GET" and path in self.oauth_paths:
             return self.slack(environ, start_response)  # Bolt's install flow

@@ -195,6 +195,8 @@ class InboxWorkers:
 
     def _run(self, claimed: Claimed) -> None:
         fault_point("after_ack")
+        if self.services.ack_first.wait_turn():  # a burst of requests is being answered
+            self.services.metrics.inc("inbox_waits_for_acks")
         try:
             self._handle(claimed)
         finally:

@@ -50,6 +50,7 @@ COUNTERS = {
     "inbox_unreadable": "Inbox items whose payload could not be read.",
     "inbox_given_up": "Inbox items given up after failures.",
     "inbox_lease_lost": "Inbox items taken over by another worker while being worked on.",
+    "inbox_waits_for_acks": "Inbox items whose work waited while a burst of requests was acked.",
 }
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SLOW = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)

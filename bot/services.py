@@ -14,6 +14,7 @@ from slack_sdk import WebClient
 from agent_runtime.authorization import Actor
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.kill_switch import KillSwitch
+from bot.ack_first import AckFirst
 from bot.directory import UsergroupDirectory
 from bot.doorbell import Doorbell
 from bot.errors import BUSY_CLICK, user_message
@@ -82,6 +83,8 @@ class BotServices:
     the writer must be given the same one."""
     home: HomeTab | None = None
     """Publishes and refreshes users' Home tabs."""
+    ack_first: AckFirst = field(default_factory=AckFirst)
+    """Requests being answered, for which the inbox workers hold back on a burst."""
 
     def slack(self, team_id: str | None) -> WebClient:
         """The client of that workspace (raises ``WorkspaceNotInstalled`` if there is none)."""

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     inbox_workers: bool = True
     """``serve`` works on stored clicks itself; false leaves them to ``approval-bot worker``."""
     worker_queue: int = Field(default=200, ge=1, le=100_000)
+    ack_first_seconds: float = Field(default=0.5, ge=0.0, le=5.0)
+    """On a burst of Slack requests, an inbox worker waits up to this long before it starts a
+    click's decision work, so the acks (due within 3 seconds) come first. 0: never wait."""
     db_pool_size: int = Field(default=10, ge=1, le=200)
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
     maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)

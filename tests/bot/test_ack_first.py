@@ -1,0 +1,79 @@
+"""Acks before decision work: while a burst of Slack requests is being answered, a stored
+click's decision work waits its turn (for a bounded time), and then goes on as usual."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+
+from bot.ack_first import AckFirst
+from bot.sandbox import people
+from tests.bot.flows import (
+    FINAL_HEADER,
+    SEND,
+    button,
+    card_header,
+    card_now,
+    result_message,
+    start_run,
+)
+
+
+def _until(check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        threading.Event().wait(0.005)
+
+
+def test_a_lone_request_does_not_hold_a_worker_back() -> None:
+    """It is usually the click that handed the item over."""
+    first = AckFirst(patience=30)
+    with first.answering():
+        assert first.wait_turn() is False
+
+
+def test_a_worker_waits_while_two_are_answered_and_goes_on_as_one_ends() -> None:
+    first = AckFirst(patience=30)
+    outcome: list[bool] = []
+    with ExitStack() as answers:
+        answers.enter_context(first.answering())
+        second = answers.enter_context(ExitStack())
+        second.enter_context(first.answering())
+        worker = threading.Thread(target=lambda: outcome.append(first.wait_turn()))
+        worker.start()
+        _until(lambda: first.waiting == 1)
+        assert outcome == []
+        second.close()  # one of the two answered
+        worker.join(timeout=10)
+    assert outcome == [True] and first.waiting == 0
+
+
+def test_a_worker_waits_no_longer_than_its_patience() -> None:
+    """A steady stream of requests never starves the decision work."""
+    first = AckFirst(patience=0.05)
+    with first.answering(), first.answering():
+        started = time.monotonic()
+        assert first.wait_turn() is True
+        assert time.monotonic() - started >= 0.05
+    assert AckFirst(patience=0).wait_turn() is False
+
+
+def test_a_click_stored_during_a_burst_is_decided_once_the_burst_is_answered(serve_bot, sqlite_url):
+    h = serve_bot(sqlite_url, ack_first_seconds=5)
+    root, card = start_run(h, SEND)
+    turns = h.bot.services.ack_first
+    with ExitStack() as burst:
+        burst.enter_context(turns.answering())
+        burst.enter_context(turns.answering())  # two other requests being answered
+        clicked = h.driver.click(
+            user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
+        )
+        assert clicked.status == 200  # acked at once
+        _until(lambda: turns.waiting == 1)
+        assert card_header(card_now(h, card)) != FINAL_HEADER
+        assert h.workspace.effects() == []
+    result_message(h, root)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+    assert h.bot.services.metrics.count("inbox_waits_for_acks") == 1
