@@ -15,20 +15,21 @@ from store.repositories import AuditRepository
 from tests.wire import watching
 
 
-@pytest.fixture
-def db(store_url: str) -> Iterator[Database]:
-    database = Database(store_url)
+def _store(url: str) -> Iterator[Database]:
+    database = Database(url)
     upgrade(database.engine)
     yield database
     database.dispose()
+
+
+@pytest.fixture
+def db(store_url: str) -> Iterator[Database]:
+    yield from _store(store_url)
 
 
 @pytest.fixture
 def pg_db(pg_url: str) -> Iterator[Database]:
-    database = Database(pg_url)
-    upgrade(database.engine)
-    yield database
-    database.dispose()
+    yield from _store(pg_url)
 
 
 def test_a_single_unit_is_one_round_trip_and_its_own_transaction(pg_db: Database) -> None:
