@@ -17,8 +17,6 @@ from agent_runtime.policy_rules import (
     ADMINS_ROLE,
     BUNDLED_POLICY,
     EVERYONE,
-    MIN_REDACTED,
-    REDACTED,
     REQUESTER_ROLE,
     ChannelId,
     Condition,
@@ -38,6 +36,7 @@ from agent_runtime.policy_rules import (
     When,
     parse_duration,
 )
+from agent_runtime.redaction import MIN_REDACTED, REDACTED
 
 __all__ = [
     "ADMINS_ROLE",

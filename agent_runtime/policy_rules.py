@@ -4,15 +4,15 @@ defaults. ``agent_runtime.policy`` assembles them into a ``Policy`` and loads th
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from agent_runtime.constraints import SHOWN_CHARS, ArgConstraint
+from agent_runtime.constraints import ArgConstraint
+from agent_runtime.redaction import REDACTED, check_path, redact, taken_forms
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 Risk = Literal["none", "low", "medium", "high"]
@@ -25,9 +25,6 @@ REQUESTER_ROLE = "requester"
 ADMINS_ROLE = "admins"
 """The role that administers runs (e.g. cancels anyone's run). It approves only the tools that
 name it: it is never one of the "any role" approvers of a tool without its own."""
-REDACTED = "[redacted]"
-MIN_REDACTED = 3
-"""Shorter values are not searched for in free text (they would match everywhere)."""
 EVERYONE = "everyone"
 BUNDLED_POLICY = Path(__file__).parent / "policy.example.yaml"
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
@@ -116,14 +113,7 @@ class Role(Strict):
     """Cards this role reviews are posted here (unless the tool names its own channel)."""
 
 
-def quoted_forms(value: object) -> set[str]:
-    """How text may quote ``value``: as it is, as JSON or Python's repr (which escape quotes,
-    newlines and backslashes), and a long string as messages clip it."""
-    forms = {json.dumps(value, default=str), repr(value)}
-    if isinstance(value, str):
-        forms |= {value, repr(value)[1:-1], json.dumps(value)[1:-1], value[:SHOWN_CHARS]}
-        forms |= {json.dumps(value, ensure_ascii=False)[1:-1]}
-    return {form for form in forms if len(form) >= MIN_REDACTED}
+RedactPath = Annotated[str, AfterValidator(check_path)]
 
 
 class ToolRule(Strict):
@@ -144,26 +134,30 @@ class ToolRule(Strict):
     edit may not change it). Checked on the call as proposed and again on every edit."""
     max_revisions: int | None = Field(default=None, ge=0, le=10)
     """Overrides ``defaults.max_revisions`` for this tool."""
-    redact: tuple[str, ...] = ()
-    """Arguments kept out of the audit log (a secret a reviewer may see but an export must
-    not hold); the action hash still covers their real values."""
+    redact: tuple[RedactPath, ...] = ()
+    """Values kept out of the audit log (a secret a reviewer may see but an export must not
+    hold), by argument name or by a dotted path into one (``headers.authorization``; a list
+    met on the way is entered element by element). The action hash still covers the real
+    values."""
 
     def redacted(self, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """``args`` as the audit log keeps them."""
         if args is None:
             return None
-        return {k: REDACTED if k in self.redact else v for k, v in args.items()}
+        return redact(args, self.redact)[0] if self.redact else dict(args)
 
     def redacted_text(self, text: str, *args: Mapping[str, Any] | None) -> str:
         """Free text that may quote the call (an interrupt's description, a tool's result, a
-        reviewer's reason) with the redacted arguments' values taken out, in each set of
-        ``args`` (e.g. as proposed and as edited) and however the text quotes them."""
+        reviewer's reason) with the redacted values taken out, in each set of ``args`` (e.g.
+        as proposed and as edited) and however the text quotes them."""
+        if not self.redact:
+            return text
         forms = {
             form
             for given in args
-            for key in self.redact
-            if (given or {}).get(key) is not None
-            for form in quoted_forms((given or {})[key])
+            if given
+            for value in redact(given, self.redact)[1]
+            for form in taken_forms(value)
         }
         for form in sorted(forms, key=len, reverse=True):
             text = text.replace(form, REDACTED)

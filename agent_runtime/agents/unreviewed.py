@@ -50,8 +50,11 @@ class UnreviewedCallAudit(AgentMiddleware):
 
     def _record(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> None:
         call = request.tool_call
-        if self.policy.rule_for(call["name"]).gated:
+        rule = self.policy.rule_for(call["name"])
+        if rule.gated:
             return
+        # What the policy redacts stays out of this event as out of every other.
+        args = rule.redacted(call.get("args") or {}) or {}
         status = result.status if isinstance(result, ToolMessage) else "success"
         self.audit(
             request.runtime.config,
@@ -59,7 +62,7 @@ class UnreviewedCallAudit(AgentMiddleware):
             {
                 "tool": call["name"],
                 "tool_call_id": call.get("id"),
-                "args": {k: _short(v) for k, v in (call.get("args") or {}).items()},
+                "args": {k: _short(v) for k, v in args.items()},
                 "status": status,
             },
         )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,65 @@ def test_redacted_text_finds_a_secret_however_the_text_quotes_it():
     long = "s3cr3t" * 40
     clipped = f"key: {long[:SHOWN_CHARS]!r}… does not match the required pattern."
     assert "s3cr3t" not in rule.redacted_text(clipped, {"key": long})
+
+
+def test_redact_reaches_values_nested_in_objects_and_lists():
+    """``headers.authorization`` names a key inside an argument; a list met on the way is
+    entered element by element, a value that is not an object there is taken out whole, and
+    names match whatever their case. Nothing else changes, and the call itself is not touched
+    (the tool and the action hash see the real values)."""
+    from agent_runtime.policy import REDACTED, ToolRule
+
+    rule = ToolRule(redact=("headers.authorization", "items.token", "key"))
+    args = {
+        "headers": {"Authorization": "Bearer abc-123", "accept": "json"},
+        "items": [{"token": "tok-1", "n": 1}, [{"TOKEN": {"v": "tok-2"}}], "tok-3 raw"],
+        "key": "k-4",
+        "to": "ops",
+    }
+    original = json.dumps(args)
+    assert rule.redacted(args) == {
+        "headers": {"Authorization": REDACTED, "accept": "json"},
+        "items": [{"token": REDACTED, "n": 1}, [{"TOKEN": REDACTED}], REDACTED],
+        "key": REDACTED,
+        "to": "ops",
+    }
+    assert rule.redacted({"headers": "authorization: Bearer abc-123"}) == {"headers": REDACTED}
+    assert rule.redacted({"headers": {"accept": "json"}}) == {"headers": {"accept": "json"}}
+    assert json.dumps(args) == original
+
+
+def test_redacted_text_takes_out_nested_values_however_the_text_quotes_them():
+    from agent_runtime.policy import ToolRule
+
+    rule = ToolRule(redact=("headers.authorization", "items.token"))
+    proposed = {"headers": {"authorization": "Bearer abc-123"}, "to": "ops"}
+    edited = {"items": [{"token": "tok-1"}, {"token": {"inner": "tok-2"}}]}
+    text = (
+        f"Args: {proposed} {edited}\nas JSON: {json.dumps([proposed, edited])}\n"
+        "the reviewer said: do not use tok-2 or Bearer abc-123"
+    )
+    shown = rule.redacted_text(text, proposed, edited)
+    for secret in ("abc-123", "tok-1", "tok-2"):
+        assert secret not in shown
+    assert "'ops'" in shown and "the reviewer said" in shown
+
+
+ROLE_A = {"version": "1", "roles": {"a": {"users": ["U1"]}}}
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["headers..authorization", ".token", "token.", "", "items[0].token", "items.*.token", " a"],
+)
+def test_a_malformed_redact_path_is_refused_at_load(tmp_path, path):
+    policy = {**ROLE_A, "tools": {"call_api": {"approvers": ["a"], "redact": ["key", path]}}}
+    with pytest.raises(PolicyError, match=r"tools\.call_api\.redact.*dotted path"):
+        load_policy(write(tmp_path, yaml.safe_dump(policy)))
+
+
+def test_redact_paths_load_from_the_policy_file(tmp_path):
+    tool = {"approvers": ["a"], "redact": ["headers.x-api-key", "key"]}
+    policy = {**ROLE_A, "tools": {"call_api": tool}}
+    rule = load_policy(write(tmp_path, yaml.safe_dump(policy))).rule_for("call_api")
+    assert rule.redact == ("headers.x-api-key", "key")

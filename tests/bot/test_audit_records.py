@@ -101,3 +101,50 @@ def test_a_reviewers_reason_quoting_a_redacted_argument_is_redacted_in_the_audit
     audit = _audit_text(h)
     assert "decision_recorded" in audit and "never send" in audit
     assert "Release is out" not in audit
+
+
+def test_a_secret_nested_in_an_argument_stays_out_of_the_audit_and_its_export(
+    serve_bot, sqlite_url, tmp_path, monkeypatch, capsys
+):
+    """The policy names a key inside an argument (``text.headers.authorization``) and one
+    inside each element of a list (``text.parts.token``); the call carries an object where the
+    tool expects text, so it is recorded as proposed. The call as recorded, the interrupt's
+    description, the reviewer's reason and the export never carry those values."""
+    path = _policy_redacting(tmp_path, "text.headers.authorization", "text.parts.token")
+    h = serve_bot(sqlite_url, policy_file=path)
+    text = {
+        "headers": {"Authorization": "Bearer nested-s3cret", "accept": "json"},
+        "parts": [{"token": "listed-s3cret", "body": "hello"}],
+    }
+    call = {"recipient": "partner@example.com", "text": text}
+    root, card = start_run(h, f"send_external_message {json.dumps(call)}")
+    h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Reject"))
+    modal = h.state.wait_for(lambda: h.state.open_views(people.RELEASE_MANAGER))[-1]
+    h.driver.submit_view(
+        user=people.RELEASE_MANAGER,
+        view_id=modal.id,
+        values={"reject_reason": {"reason": "never send 'Bearer nested-s3cret' or listed-s3cret"}},
+    )
+    assert "rejected" in result_message(h, root).text
+    with h.bot.db.transaction() as s:
+        run_id = s.scalars(select(Run.id)).one()
+        recorded = s.scalars(
+            select(AuditEvent).where(AuditEvent.kind == "interrupt_recorded")
+        ).one()
+    (action,) = recorded.detail["actions"]
+    assert action["args"]["text"] == {
+        "headers": {"Authorization": REDACTED, "accept": "json"},
+        "parts": [{"token": REDACTED, "body": "hello"}],
+    }
+    audit = _audit_text(h)
+    assert "decision_recorded" in audit and "never send" in audit
+
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
+    capsys.readouterr()
+    assert main(["audit", "export", "--run", run_id]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    # run_started keeps the requester's own words (here, the offline model's call in full).
+    exported = json.dumps([r for r in rows if r["kind"] != "run_started"])
+    assert "decision_recorded" in exported and "partner@example.com" in exported
+    for secret in ("nested-s3cret", "listed-s3cret"):
+        assert secret not in audit and secret not in exported
