@@ -46,8 +46,8 @@ class Notifier(Protocol):
         """A gated tool refused to run without a matching approval: tell the run's thread."""
 
     def execution_switched(self, state: SwitchState, *, channel: str, team_id: str | None) -> None:
-        """An admin paused or resumed all gated execution: announce it in ``channel`` (of the
-        workspace ``team_id``, where the admin is)."""
+        """An admin paused or resumed all gated execution: announce it in ``channel``, whose
+        workspace may differ from ``team_id``, the admin's (None: an operator at a shell)."""
 
     def digest_posted(self, digest: DigestView) -> MessageRef | None:
         """Post a digest of several approvals in its channel; return where it lives."""

@@ -16,6 +16,7 @@ from sqlalchemy.types import TypeDecorator
 
 from agent_runtime.encryption import CIPHER, AesGcmCipher
 from bot.settings import SLACK_API_URL, Settings
+from store.installs import installed_teams
 
 TOKEN_COLUMNS = ("bot_token", "bot_refresh_token", "user_token", "user_refresh_token")
 SEALED = f"{CIPHER}:"
@@ -76,6 +77,10 @@ class InstallationStore(SQLAlchemyInstallationStore):
 
     def create_tables(self) -> None:
         raise NotImplementedError("the tables are made by the store's migrations (0015)")
+
+    def teams(self) -> list[str]:
+        """The workspaces holding a bot token of this app, the earliest install first."""
+        return installed_teams(self.engine, client_id=self.client_id)
 
 
 class OAuthStateStore(SQLAlchemyOAuthStateStore):

@@ -19,6 +19,7 @@ from bot.blocks.digest import digest_message
 from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 from bot.blocks.switch import switch_message
+from bot.escalation import EscalationPoster
 from bot.workspaces import Workspaces
 from store.switch import SwitchState
 
@@ -41,10 +42,12 @@ DIGEST_EVENT = "approval_digest"
 
 
 class SlackNotifier:
-    """Every message goes through the client of the run's workspace (its ``team_id``)."""
+    """Every message about a run goes through the client of the run's workspace (its
+    ``team_id``); the escalation channel's through a client of the channel's workspace."""
 
     def __init__(self, workspaces: Workspaces) -> None:
         self.workspaces = workspaces
+        self.escalation = EscalationPoster(workspaces)
 
     def _client(self, team_id: str | None) -> WebClient:
         return self.workspaces.client(team_id)
@@ -250,24 +253,25 @@ class SlackNotifier:
     def approval_reminder(
         self, approval: ApprovalView, reviewers: Reviewers, escalation_channel: str | None
     ) -> None:
-        """Where the card is: a card in a review channel is reminded of there, in its thread."""
+        """Where the card is: a card in a review channel is reminded of there, in its thread.
+        The escalation channel's copy goes out with a token of that channel's workspace."""
         who = mentions(reviewers) or "the approvers"
         channel, thread = _card_place(approval)
-        client = self._client(approval.run.team_id)
-        client.chat_postMessage(
+        self._client(approval.run.team_id).chat_postMessage(
             channel=channel,
             thread_ts=thread,
             text=f"Reminder: {who}, approval {approval.id} is still waiting for you.",
             **NO_UNFURL,
         )
         if escalation_channel:
-            client.chat_postMessage(
-                channel=escalation_channel,
-                text=(
-                    f"Approval {approval.id} in <#{approval.run.channel_id}> is still waiting "
-                    f"(expires {approval.expires_at:%Y-%m-%d %H:%M} UTC). Reviewers: {who}"
-                ),
-                **NO_UNFURL,
+            text = (
+                f"Approval {approval.id} in <#{approval.run.channel_id}> is still waiting "
+                f"(expires {approval.expires_at:%Y-%m-%d %H:%M} UTC). Reviewers: {who}"
+            )
+            self.escalation.post(
+                escalation_channel,
+                asking=approval.run.team_id,
+                message={"text": text, **NO_UNFURL},
             )
 
     def call_blocked(self, run: RunView, *, tool_name: str, reason: str) -> None:
@@ -279,8 +283,10 @@ class SlackNotifier:
         )
 
     def execution_switched(self, state: SwitchState, *, channel: str, team_id: str | None) -> None:
-        self._client(team_id).chat_postMessage(
-            channel=channel, **switch_message(state), **NO_UNFURL
+        """The switch is one for every workspace: the channel's own workspace posts, whichever
+        workspace (``team_id``, None from a shell) flipped it."""
+        self.escalation.post(
+            channel, asking=team_id, message={**switch_message(state), **NO_UNFURL}
         )
 
     def _thread(self, approval: ApprovalView, text: str) -> None:

@@ -11,9 +11,10 @@ from agent_runtime.notifier import Notifier
 from agent_runtime.policy import load_policy
 from bot.app import slack_client
 from bot.errors import SWITCH_ANSWERS
+from bot.installations import InstallationStore
 from bot.settings import Settings
 from bot.slack_notifier import SlackNotifier
-from bot.workspaces import SingleWorkspace
+from bot.workspaces import InstalledWorkspaces, SingleWorkspace
 from store.db import Database
 from store.models import utcnow
 
@@ -24,11 +25,21 @@ def operator() -> str:
     return f"cli:{getpass.getuser()}"
 
 
-def _notifier(settings: Settings) -> Notifier | None:
-    """Announce in the escalation channel when a bot token is at hand; the switch holds
-    without it."""
+def _notifier(settings: Settings, db: Database) -> Notifier | None:
+    """Announce in the escalation channel when Slack can be reached: with the one bot token,
+    or installed by OAuth, with the tokens the workspaces' installs left in the database (the
+    channel's workspace posts). The switch holds without it."""
+    if settings.multi_workspace:
+        assert settings.slack_client_id is not None
+        key = settings.encryption_key()
+        store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
+        return SlackNotifier(
+            InstalledWorkspaces(
+                store, make_client=lambda token: slack_client(settings, token=token)
+            )
+        )
     if settings.slack_bot_token is None:
-        return None  # multi-workspace installs: no one token to announce with from a shell
+        return None
     return SlackNotifier(SingleWorkspace(slack_client(settings)))
 
 
@@ -36,7 +47,7 @@ def run_switch(settings: Settings, db: Database, *, pause: bool, reason: str | N
     switch = KillSwitch(
         db=db,
         policy=load_policy(settings.policy_file),
-        notifier=_notifier(settings),
+        notifier=_notifier(settings, db),
         usergroup_members=lambda _group: frozenset(),
         clock=utcnow,
     )

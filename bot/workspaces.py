@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slack_sdk import WebClient
-from slack_sdk.oauth.installation_store import InstallationStore
 
 from agent_runtime.policy import Policy
+from bot.installations import InstallationStore
 
 logger = logging.getLogger(__name__)
 CLIENT_TTL = 60.0
@@ -44,6 +44,10 @@ class Workspaces(Protocol):
     def removed(self, team_id: str | None) -> None:
         """The workspace removed the app, or revoked its bot token."""
 
+    def installed_teams(self) -> list[str]:
+        """The workspaces that installed the app by OAuth, the earliest first; none with one
+        bot token (its client speaks for every team)."""
+
 
 class SingleWorkspace:
     """One token: the same client for every team (the default, unchanged by multi-workspace)."""
@@ -66,6 +70,9 @@ class SingleWorkspace:
 
     def removed(self, team_id: str | None) -> None:
         logger.warning("workspace %s removed the app: SLACK_BOT_TOKEN no longer works", team_id)
+
+    def installed_teams(self) -> list[str]:
+        return []
 
 
 @dataclass
@@ -126,6 +133,9 @@ class InstalledWorkspaces:
             self._teams.pop(team_id, None)
             self._removals[team_id] = self._removals.get(team_id, 0) + 1
         logger.info("workspace %s removed the app; its tokens are deleted", team_id)
+
+    def installed_teams(self) -> list[str]:
+        return self.store.teams()
 
     def _team(self, team_id: str | None) -> _Team:
         if not team_id:

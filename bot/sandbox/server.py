@@ -82,9 +82,15 @@ class SlackSandbox:
         return self
 
     def add_workspace(
-        self, team_id: str, *, users: dict[str, str], token: str | None = None
+        self,
+        team_id: str,
+        *,
+        users: dict[str, str],
+        token: str | None = None,
+        channels: tuple[str, ...] = (),
     ) -> str:
-        """Another workspace, with its own bot token, bot user and people; returns the token."""
+        """Another workspace, with its own bot token, bot user and people (and ``channels``,
+        where no other workspace's token may post); returns the token."""
         token = token or f"xoxb-{team_id.lower()}-sandbox"
 
         def add() -> None:
@@ -92,6 +98,7 @@ class SlackSandbox:
             self.bot_users[team_id] = f"U0BOT{team_id.removeprefix('T')}"
             self.state.users.update(users)
             self.state.user_teams.update(dict.fromkeys(users, team_id))
+            self.state.channel_teams.update(dict.fromkeys(channels, team_id))
 
         self.state.change(add)
         return token
@@ -197,8 +204,9 @@ class SlackSandbox:
 
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, text = args.get("channel"), args.get("text") or ""
-        if not channel:
-            raise SlackApiError("channel_not_found")
+        team = self.caller_team()
+        if not channel or self.state.channel_teams.get(channel, team) != team:
+            raise SlackApiError("channel_not_found")  # (Slack's answer to another workspace)
         blocks = validate_blocks(args["blocks"]) if args.get("blocks") else []
         if not text and not blocks:
             raise SlackApiError("no_text")
@@ -209,12 +217,12 @@ class SlackSandbox:
         message = Message(
             channel=channel,
             ts=self.state.next_ts(),
-            user=self.bot_users[self.caller_team()],
+            user=self.bot_users[team],
             text=text,
             blocks=blocks,
             thread_ts=thread_ts,
             metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
-            team_id=self.caller_team(),
+            team_id=team,
         )
         self.state.change(lambda: self.state.messages.append(message))
         return {"channel": channel, "ts": message.ts, "message": {"text": text, "blocks": blocks}}

@@ -79,6 +79,9 @@ class SandboxState:
     """(method, team whose token made the call), in order."""
     user_teams: dict[str, str] = field(default_factory=dict)
     """User id -> the workspace they belong to (absent: the first workspace)."""
+    channel_teams: dict[str, str] = field(default_factory=dict)
+    """Channel id -> the workspace it belongs to; only its token posts there, as in Slack
+    (absent: any token may post there)."""
     triggers: dict[str, tuple[str, float]] = field(default_factory=dict)
     response_urls: dict[str, int] = field(default_factory=dict)
     dms: dict[str, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 import pytest
+from slack_sdk import WebClient
 from slack_sdk.oauth.installation_store import Installation
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
@@ -207,3 +208,16 @@ def test_a_client_read_while_the_app_is_removed_is_not_kept(db):
     store.find_bot = read  # type: ignore[method-assign]
     with pytest.raises(WorkspaceNotInstalled):
         teams.client("T0ACME")
+
+
+def test_installed_teams_come_earliest_install_first_and_leave_when_removed(db):
+    """A reinstall keeps a workspace's place; another app's installs are not ours."""
+    store = InstallationStore(client_id=CLIENT_ID, engine=db.engine, key=KEY)
+    store.save(installation("T0BETA", later=-60.0))
+    store.save(installation("T0ACME", later=-30.0))
+    store.save(installation("T0BETA", bot_token="xoxb-beta-2"))
+    InstallationStore(client_id="9.9", engine=db.engine, key=KEY).save(installation("T0ELSE"))
+    teams = InstalledWorkspaces(store, make_client=lambda t: WebClient(token=t))
+    assert teams.installed_teams() == ["T0BETA", "T0ACME"]
+    teams.removed("T0BETA")
+    assert teams.installed_teams() == ["T0ACME"]

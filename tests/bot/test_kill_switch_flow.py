@@ -13,6 +13,7 @@ from agent_runtime.kill_switch import SwitchOutcome
 from agent_runtime.policy import BUNDLED_POLICY
 from bot.errors import REFUSALS, SWITCH_ANSWERS
 from bot.sandbox import people
+from bot.switch_cli import run_switch
 from tests.bot.flows import SEND, button, ephemeral_for, result_message, start_run
 from tests.conftest import Harness
 
@@ -58,3 +59,14 @@ def test_pause_stops_approvals_until_an_admin_resumes(serve_bot, sqlite_url, tmp
     assert "message sent to partner@example.com" in result_message(h, root).text
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
     assert len(h.state.top_level(ESCALATION)) == 2  # paused, resumed
+
+
+def test_a_pause_from_a_shell_is_announced_with_the_one_bot_token(
+    serve_bot, sqlite_url, tmp_path, capsys
+):
+    h = serve_bot(sqlite_url, policy_file=policy_with_escalation(tmp_path))
+    assert run_switch(h.bot.settings, h.bot.db, pause=True, reason="disk full") == 0
+    capsys.readouterr()
+    (announced,) = h.state.top_level(ESCALATION)
+    assert announced.team_id == h.state.team_id and "disk full" in str(announced.blocks)
+    assert h.state.calls.count("chat.postMessage") == 1

@@ -23,6 +23,7 @@ from bot.sandbox.driver import SlackDriver, buttons
 from bot.sandbox.installs import SANDBOX_CLIENT_ID, SANDBOX_CLIENT_SECRET
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from bot.sandbox.state import Message
+from bot.switch_cli import run_switch
 from store.models import AuditEvent, Decision, Run
 from tests.bot.flows import SEND, button
 from tests.conftest import Harness
@@ -94,6 +95,7 @@ def two_workspaces(request, serve_bot, sqlite_url, tmp_path: Path) -> Iterator[H
         BETA,
         users={BETA_REQUESTER: "bea", BETA_REVIEWER: "bruno", BETA_GROUP_MEMBER: "gia"},
         token=BETA_TOKEN,
+        channels=(BETA_CHANNEL,),
     )
     policy = tmp_path / "policy.yaml"
     policy.write_text(getattr(request, "param", POLICY))
@@ -316,11 +318,6 @@ ESCALATING = (
 """The escalation channel is the first workspace's; each workspace has admins of its own."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the pause is announced with the pausing admin's workspace token, so a pause from "
-    "another workspace (or the CLI) never reaches the one escalation channel",
-)
 @pytest.mark.parametrize("two_workspaces", [ESCALATING], indirect=True)
 def test_a_pause_from_any_workspace_is_announced_in_the_escalation_channel(two_workspaces):
     """The switch stops every workspace's gated actions: the operators watching the escalation
@@ -337,3 +334,41 @@ def test_a_pause_from_any_workspace_is_announced_in_the_escalation_channel(two_w
     announced = [m for m in h.state.messages if m.channel == people.CHANNEL and "paused" in m.text]
     # (the sandbox lets any token post anywhere; Slack refuses a channel of another workspace)
     assert [m.team_id for m in announced] == [ACME], "posted with the channel's workspace token"
+
+
+@pytest.mark.parametrize("two_workspaces", [ESCALATING], indirect=True)
+def test_a_pause_and_resume_from_a_shell_are_announced_with_the_channels_workspace_token(
+    two_workspaces, capsys
+):
+    """``approval-bot pause|resume`` has no workspace of its own: it announces with the tokens
+    the installs left in the database, the escalation channel's workspace's."""
+    h = two_workspaces
+    install(h, ACME, user=people.REQUESTER)
+    install(h, BETA, user=BETA_REQUESTER)
+    assert run_switch(h.bot.settings, h.bot.db, pause=True, reason="incident 7") == 0
+    assert run_switch(h.bot.settings, h.bot.db, pause=False, reason=None) == 0
+    capsys.readouterr()
+    announced = h.state.top_level(people.CHANNEL)
+    assert [m.team_id for m in announced] == [ACME, ACME]
+    assert "paused" in announced[0].text and "incident 7" in str(announced[0].blocks)
+    assert "resumed" in announced[1].text.lower()
+
+
+@pytest.mark.parametrize(
+    "two_workspaces", [ESCALATING.replace(people.CHANNEL, BETA_CHANNEL)], indirect=True
+)
+def test_an_escalation_channel_of_the_later_workspace_is_found_there(two_workspaces):
+    """The earliest install is tried first; Slack refuses it a channel of another workspace,
+    and the next workspace posts (then straight away, once known)."""
+    h = two_workspaces
+    install(h, ACME, user=people.REQUESTER)
+    install(h, BETA, user=BETA_REQUESTER)
+    acme = driver(h, ACME)
+    for command in ("pause incident", "resume"):
+        acme.slash_command(
+            user=people.ADMIN, channel=people.CHANNEL, text=command, command=APPROVALS_COMMAND
+        )
+        assert h.bot.settle(timeout=30)
+    assert [m.team_id for m in h.state.top_level(BETA_CHANNEL)] == [BETA, BETA]
+    posts = [team for method, team in h.state.calls_by_team if method == "chat.postMessage"]
+    assert posts == [ACME, BETA, BETA]

@@ -63,3 +63,11 @@ def test_trigger_ids_work_once(sandbox):
     trigger = sandbox.state.issue_trigger("U1")
     assert c.views_open(trigger_id=trigger, view=view)["view"]["id"]
     assert error_of(lambda: c.views_open(trigger_id=trigger, view=view)) == "invalid_trigger_id"
+
+
+def test_a_channel_of_another_workspace_is_not_found_with_this_ones_token(sandbox):
+    token = sandbox.add_workspace("T0OTHER", users={}, channels=("C0OTHER",))
+    refused = lambda: client(sandbox).chat_postMessage(channel="C0OTHER", text="x")  # noqa: E731
+    assert error_of(refused) == "channel_not_found"
+    assert client(sandbox, token).chat_postMessage(channel="C0OTHER", text="x")["ok"]
+    assert client(sandbox).chat_postMessage(channel="C1", text="anyone's")["ok"]
