@@ -7,11 +7,16 @@ import datetime as dt
 import threading
 import time
 from contextlib import ExitStack
+from types import SimpleNamespace
 
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_sdk.socket_mode.request import SocketModeRequest
 from sqlalchemy import select
 
 from bot.ack_first import AckFirst
+from bot.metrics import Metrics
 from bot.sandbox import people
+from bot.socket_mode import CheckedSocketModeHandler
 from store.models import InboxItem
 from tests.bot.flows import (
     FINAL_HEADER,
@@ -108,3 +113,19 @@ def test_an_item_waiting_its_turn_keeps_its_lease(serve_bot, sqlite_url):
         assert turns.waiting == 1
     result_message(h, root)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def test_a_socket_mode_delivery_is_a_request_being_answered(monkeypatch):
+    """``serve`` in Socket Mode answers Slack in the same process as its inbox workers too."""
+    turns = AckFirst(patience=0.01)
+    held_back: list[bool] = []
+
+    def answer(_handler: object, _client: object, _req: object) -> None:
+        with turns.answering():  # one more request being answered meanwhile
+            held_back.append(turns.wait_turn())
+
+    monkeypatch.setattr(SocketModeHandler, "handle", answer)
+    handler = object.__new__(CheckedSocketModeHandler)
+    handler.bot = SimpleNamespace(services=SimpleNamespace(ack_first=turns, metrics=Metrics()))
+    handler.handle(None, SocketModeRequest(type="events_api", envelope_id="e1", payload={}))
+    assert held_back == [True]
