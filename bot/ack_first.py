@@ -3,9 +3,10 @@
 Slack wants every request answered within 3 seconds; the decision work behind a click does
 not have to start in the same millisecond. ``serve`` answers Slack and works on stored clicks
 in one interpreter, so on a burst of clicks the inbox workers' work would slow every ack. The
-HTTP front end counts the requests it is answering; an inbox worker about to start an item
-waits while more than one is (a lone request is usually the very click that handed the item
-over), for at most ``patience`` seconds, so a steady stream of requests never starves it.
+HTTP front end and the Socket Mode handler count the requests being answered; an inbox worker
+about to start an item waits while more than one is (a lone request is usually the very click
+that handed the item over), for at most ``patience`` seconds (renewing the item's lease
+meanwhile), so a steady stream of requests never starves it.
 """
 
 from __future__ import annotations

@@ -195,8 +195,6 @@ class InboxWorkers:
 
     def _run(self, claimed: Claimed) -> None:
         fault_point("after_ack")
-        if self.services.ack_first.wait_turn():  # a burst of requests is being answered
-            self.services.metrics.inc("inbox_waits_for_acks")
         try:
             self._handle(claimed)
         finally:
@@ -238,7 +236,9 @@ class InboxWorkers:
         after ``MAX_ATTEMPTS``, or at once for a known cause, the user is told and the drop is
         audited."""
         try:
-            with self._leased(claimed.id):
+            with self._leased(claimed.id):  # renewed while it waits its turn too
+                if self.services.ack_first.wait_turn():  # a burst of requests is being answered
+                    self.services.metrics.inc("inbox_waits_for_acks")
                 process(self.services, claimed.kind, work, key=attempt_key(claimed.id))
         except Exception as exc:
             logger.exception("%s by %s failed", work.what, work.actor.user_id)

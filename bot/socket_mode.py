@@ -33,5 +33,6 @@ class CheckedSocketModeHandler(SocketModeHandler):
             self.bot.services.metrics.inc("malformed_requests")
             client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
             return
-        with self.bot.services.metrics.ack_timer("socket"):
+        services = self.bot.services
+        with services.ack_first.answering(), services.metrics.ack_timer("socket"):
             super().handle(client, req)

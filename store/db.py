@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, CursorResult, Result, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 CONNECT_TIMEOUT = 10  # seconds, for the start-up check: an unreachable host fails in one line
 AUDIT_KEY_INFO = "audit_key"
@@ -185,6 +185,7 @@ class Database:
         )
         self._single_sessions = sessionmaker(own, expire_on_commit=False, info=info)
         event.listen(self._single_sessions, "before_flush", _refuse_flush)
+        event.listen(self._single_sessions, "do_orm_execute", _refuse_second_statement)
 
     @property
     def is_sqlite(self) -> bool:
@@ -201,7 +202,8 @@ class Database:
         """A unit of one statement (a Core insert, update or read). On PostgreSQL it runs in
         autocommit, as its own transaction: no BEGIN and COMMIT round trips, which a click's
         path pays for at every step. Two statements here would not be atomic, so the ORM's
-        unit of work (which may write several) is refused: use ``transaction`` for that."""
+        unit of work (which may write several) is refused, and so is a second statement: use
+        ``transaction`` for those."""
         with self._single_sessions() as session, session.begin():
             yield session
 
@@ -220,6 +222,20 @@ def _refuse_flush(session: Session, _context: Any, _instances: Any) -> None:
             "a Database.single unit cannot flush ORM changes (several statements, not atomic "
             "there); use Database.transaction"
         )
+
+
+_STATEMENT_RAN_INFO = "single_statement_ran"
+
+
+def _refuse_second_statement(state: ORMExecuteState) -> None:
+    """Refused on SQLite too (where the unit is a transaction): found there, not in production."""
+    info = state.session.info
+    if info.get(_STATEMENT_RAN_INFO):
+        raise RuntimeError(
+            "a Database.single unit runs one statement (two would not be atomic on "
+            "PostgreSQL); use Database.transaction"
+        )
+    info[_STATEMENT_RAN_INFO] = True
 
 
 def affected(result: Result[Any]) -> int:

@@ -3,12 +3,21 @@ click's decision work waits its turn (for a bounded time), and then goes on as u
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from contextlib import ExitStack
+from types import SimpleNamespace
+
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_sdk.socket_mode.request import SocketModeRequest
+from sqlalchemy import select
 
 from bot.ack_first import AckFirst
+from bot.metrics import Metrics
 from bot.sandbox import people
+from bot.socket_mode import CheckedSocketModeHandler
+from store.models import InboxItem
 from tests.bot.flows import (
     FINAL_HEADER,
     SEND,
@@ -77,3 +86,46 @@ def test_a_click_stored_during_a_burst_is_decided_once_the_burst_is_answered(ser
     result_message(h, root)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
     assert h.bot.services.metrics.count("inbox_waits_for_acks") == 1
+
+
+def test_an_item_waiting_its_turn_keeps_its_lease(serve_bot, sqlite_url):
+    """ACK_FIRST_SECONDS may be longer than a third of CLAIM_LEASE_SECONDS: the lease is renewed
+    while the worker waits, so no other worker takes the item over as if its worker had died."""
+    h = serve_bot(sqlite_url, ack_first_seconds=5, claim_lease_seconds=1)
+    root, card = start_run(h, SEND)
+    turns = h.bot.services.ack_first
+
+    def lease() -> tuple[dt.datetime | None, int]:
+        """The item's lease and how often it was claimed."""
+        with h.bot.db.transaction() as s:
+            item = s.scalars(select(InboxItem)).one()
+            return item.lease_until, item.attempts
+
+    with ExitStack() as burst:
+        burst.enter_context(turns.answering())
+        burst.enter_context(turns.answering())
+        h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+        _until(lambda: turns.waiting == 1)
+        first, _attempts = lease()
+        assert first is not None
+        _until(lambda: lease()[0] != first, timeout=3)  # renewed every third of a second
+        assert lease()[1] == 1, "the item was claimed again while its worker waited"
+        assert turns.waiting == 1
+    result_message(h, root)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def test_a_socket_mode_delivery_is_a_request_being_answered(monkeypatch):
+    """``serve`` in Socket Mode answers Slack in the same process as its inbox workers too."""
+    turns = AckFirst(patience=0.01)
+    held_back: list[bool] = []
+
+    def answer(_handler: object, _client: object, _req: object) -> None:
+        with turns.answering():  # one more request being answered meanwhile
+            held_back.append(turns.wait_turn())
+
+    monkeypatch.setattr(SocketModeHandler, "handle", answer)
+    handler = object.__new__(CheckedSocketModeHandler)
+    handler.bot = SimpleNamespace(services=SimpleNamespace(ack_first=turns, metrics=Metrics()))
+    handler.handle(None, SocketModeRequest(type="events_api", envelope_id="e1", payload={}))
+    assert held_back == [True]
