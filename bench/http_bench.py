@@ -70,8 +70,9 @@ def click_all(bot: BotProcess, cards: list[Message]) -> list[float]:
 
 def click_to_result(bot: BotProcess, sandbox: SlackSandbox, card: Message) -> float:
     """Seconds from one Approve click to the card showing the result. The click comes
-    ``READING_SECONDS`` after the card appeared, as a reviewer's does: the work of posting the
-    card (storing its reference, telling the reviewers) is not the decision's to pay for."""
+    ``READING_SECONDS`` after the card appeared (or, when the cards were all posted first,
+    after the previous result), as a reviewer's does: the work of posting the card (storing
+    its reference, telling the reviewers) is not the decision's to pay for."""
     time.sleep(READING_SECONDS)
     before = time.monotonic()
     click_all(bot, [card])

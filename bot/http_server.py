@@ -15,6 +15,7 @@ from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
 from slack_sdk.signature import SignatureVerifier
 from waitress.server import TcpWSGIServer, create_server
 
+from bot.ack_first import AckFirst
 from bot.admin import AdminApp
 from bot.app import Bot
 from bot.listeners.payloads import MalformedPayload, parse_payload
@@ -31,7 +32,7 @@ class Frontend:
         self.bot = bot
         secret = bot.settings.slack_signing_secret
         verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
-        self.slack = _CheckedHandler(bot.app, verifier=verifier)
+        self.slack = _CheckedHandler(bot.app, verifier=verifier, turns=bot.services.ack_first)
         self.admin = AdminApp(bot)
         flow = bot.app.oauth_flow
         self.oauth_paths = (flow.install_path, flow.redirect_uri_path) if flow else ()
@@ -42,9 +43,8 @@ class Frontend:
     ) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if path == "/slack/events" and method == "POST":
-            services = self.bot.services
-            services.metrics.inc("http_requests")
-            with services.ack_first.answering(), services.metrics.ack_timer("http"):
+            self.bot.services.metrics.inc("http_requests")
+            with self.bot.services.metrics.ack_timer("http"):
                 return self._slack(environ, start_response)
         if method == "GET" and path in self.oauth_paths:
             return self.slack(environ, start_response)  # Bolt's install flow
@@ -72,22 +72,29 @@ class Frontend:
 class _CheckedHandler(SlackRequestHandler):
     """Bolt's WSGI handler, refusing a signed body whose shape Bolt's own middleware would trip
     over (e.g. an event that is not an object) before Bolt's middleware sees it. The body is
-    parsed once, for both; the signature is checked here only for a body that fails."""
+    parsed once, for both. A signed request is counted as being answered (``AckFirst``) while
+    Bolt serves it: an unsigned one must not hold the inbox workers back. Bolt checks the
+    signature again (an HMAC of the body: microseconds)."""
 
-    def __init__(self, app: App, *, verifier: SignatureVerifier) -> None:
+    def __init__(self, app: App, *, verifier: SignatureVerifier, turns: AckFirst) -> None:
         super().__init__(app, path="/slack/events")
         self.verifier = verifier
+        self.turns = turns
 
     def dispatch(self, request: WsgiHttpRequest) -> BoltResponse:
         bolt_request = BoltRequest(
             body=request.get_body(), query=request.query_string, headers=request.get_headers()
         )
+        signed = self._signed(bolt_request)
         try:
             parse_payload(bolt_request.body)
         except (MalformedPayload, ValueError):
-            if self._signed(bolt_request):
+            if signed:
                 raise  # the sender's error: 400 (unsigned, Bolt answers 401)
-        return self.app.dispatch(bolt_request)
+        if not signed:
+            return self.app.dispatch(bolt_request)  # Bolt answers 401
+        with self.turns.answering():
+            return self.app.dispatch(bolt_request)
 
     def _signed(self, bolt_request: BoltRequest) -> bool:
         names = ("x-slack-request-timestamp", "x-slack-signature")

@@ -201,9 +201,10 @@ class Database:
     def single(self) -> Iterator[Session]:
         """A unit of one statement (a Core insert, update or read). On PostgreSQL it runs in
         autocommit, as its own transaction: no BEGIN and COMMIT round trips, which a click's
-        path pays for at every step. Two statements here would not be atomic, so the ORM's
-        unit of work (which may write several) is refused, and so is a second statement: use
-        ``transaction`` for those."""
+        path pays for at every step. On SQLite it is a transaction as any other (where a bulk
+        insert may go out as one INSERT per row). Two statements here would not be atomic on
+        PostgreSQL, so the ORM's unit of work (which may write several) is refused, and so is
+        a second statement: use ``transaction`` for those."""
         with self._single_sessions() as session, session.begin():
             yield session
 

@@ -20,7 +20,9 @@ _MESSAGE = re.compile(r"^([FB])\t\d+\t(\w+)\t?(.*)$")
 
 @dataclass
 class Wire:
-    """The messages of every pooled connection checked out while it was watching, in order."""
+    """The messages of every pooled connection checked out while it was watching. Each
+    connection's are in order; two used at once may interleave (libpq buffers each trace), so
+    assertions here are about work done on one connection at a time."""
 
     messages: list[tuple[str, str, str]] = field(default_factory=list)  # (F|B, type, text)
 

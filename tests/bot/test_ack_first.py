@@ -4,10 +4,13 @@ click's decision work waits its turn (for a bounded time), and then goes on as u
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
+from urllib.parse import urlencode
 
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk.socket_mode.request import SocketModeRequest
@@ -73,6 +76,7 @@ def test_a_click_stored_during_a_burst_is_decided_once_the_burst_is_answered(ser
     h = serve_bot(sqlite_url, ack_first_seconds=5)
     root, card = start_run(h, SEND)
     turns = h.bot.services.ack_first
+    turns.patience = 600  # longer than the settings allow: a slow machine must not end the wait
     with ExitStack() as burst:
         burst.enter_context(turns.answering())
         burst.enter_context(turns.answering())  # two other requests being answered
@@ -129,3 +133,33 @@ def test_a_socket_mode_delivery_is_a_request_being_answered(monkeypatch):
     handler.bot = SimpleNamespace(services=SimpleNamespace(ack_first=turns, metrics=Metrics()))
     handler.handle(None, SocketModeRequest(type="events_api", envelope_id="e1", payload={}))
     assert held_back == [True]
+
+
+def test_only_a_signed_request_counts_as_being_answered(serve_bot, sqlite_url, monkeypatch):
+    """Anyone can send unsigned POSTs: they must not hold the inbox workers back."""
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+    counted: list[str] = []
+    turns = h.bot.services.ack_first
+    answering = turns.answering
+
+    @contextmanager
+    def noted() -> Iterator[None]:
+        counted.append("answered")
+        with answering():
+            yield
+
+    monkeypatch.setattr(turns, "answering", noted)
+    body = urlencode(
+        {
+            "payload": json.dumps(
+                h.driver.block_action_payload(
+                    user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve")
+                )
+            )
+        }
+    )
+    assert h.driver.post(body, signature="v0=" + "f" * 64).status == 401
+    assert counted == []
+    assert h.driver.post(body).status == 200
+    assert counted == ["answered"]
