@@ -37,7 +37,8 @@ from bot.metrics import clicked_at
 from bot.services import BotServices
 from bot.work import Work
 from store.inbox import INBOX_CHANNEL, InboxRepository, notified_by
-from store.models import InboxItem, InboxKind, InboxStatus, utcnow
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
+from store.models import utcnow
 
 logger = logging.getLogger(__name__)
 SQLITE_POLL = 0.2

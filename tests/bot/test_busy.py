@@ -23,8 +23,10 @@ from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from store.audit_chain import AuditChainError
+from store.audit_models import AuditEvent
 from store.inbox import InboxRepository
-from store.models import AuditEvent, Decision, InboxItem, InboxKind, InboxStatus
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
+from store.models import Decision
 from tests.bot.flows import SEND, button, open_modal, result_message, start_run
 from tests.conftest import Harness
 

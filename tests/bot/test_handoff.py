@@ -20,8 +20,9 @@ from bot.inbox_writer import InboxWriter
 from bot.sandbox import people
 from store.db import Database
 from store.inbox import Held, InboxRepository
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
 from store.migrate import upgrade
-from store.models import InboxItem, InboxKind, InboxStatus, utcnow
+from store.models import utcnow
 from tests.bot.flows import SEND, button, result_message, start_run
 from tests.bot.test_inbox import another_worker_redoes_it, lease_runs_out, recorded
 

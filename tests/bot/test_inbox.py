@@ -17,7 +17,9 @@ from bot.inbox import InboxWorkers
 from bot.sandbox import people
 from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
-from store.models import AuditEvent, Decision, InboxItem, InboxStatus, utcnow
+from store.audit_models import AuditEvent
+from store.inbox_models import InboxItem, InboxStatus
+from store.models import Decision, utcnow
 from tests.bot.flows import (
     DELETE,
     SEND,

@@ -9,9 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, inspect, select, text
 
+from store.audit_models import AuditEvent
 from store.db import Database, DatabaseUrlError, sqlalchemy_url
 from store.migrate import current_revision, head_revision, upgrade
-from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
+from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
 from store.repositories import (
     ApprovalRepository,
     AuditRepository,
