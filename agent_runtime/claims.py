@@ -13,10 +13,11 @@ from contextlib import contextmanager
 
 from sqlalchemy.orm import Session
 
+from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.maintenance import MaintenanceQueries
 from store.models import ApprovalRequest
-from store.repositories import ApprovalRepository, AuditRepository
+from store.repositories import AuditRepository
 from store.statuses import RequestStatus
 
 
@@ -44,7 +45,7 @@ class Claims:
     ) -> bool:
         """pending -> resuming, in the caller's transaction; true for exactly one caller.
         ``loaded``: the caller's copy of the request, updated to match."""
-        return ApprovalRepository(session).claim(
+        return ClaimRepository(session).claim(
             request_id, owner=self.owner, lease=self.lease, loaded=loaded
         )
 
@@ -60,7 +61,7 @@ class Claims:
             stale = MaintenanceQueries(s).stale_claims(now)
         for request_id in stale:
             with self.db.transaction() as s:
-                won = ApprovalRepository(s).take_over(
+                won = ClaimRepository(s).take_over(
                     request_id, owner=self.owner, now=now, lease=self.lease
                 )
                 if won:
@@ -82,7 +83,7 @@ class Claims:
         def renew() -> None:
             while not stop.wait(self.lease.total_seconds() / 3):
                 with self.db.transaction() as s:
-                    ApprovalRepository(s).renew_claim(
+                    ClaimRepository(s).renew_claim(
                         request_id, owner=self.owner, until=self.clock() + self.lease
                     )
 

@@ -20,8 +20,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agent_runtime.errors import ApprovalError
+from store.control_models import StoreMeta
 from store.db import Database
-from store.models import StoreMeta
 
 CIPHER = "aesgcm"
 CHECK_KEY = "checkpoint_key_check"

@@ -31,6 +31,7 @@ from agent_runtime.wire import (
     build_resume,
     pending_interrupts,
 )
+from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.models import ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
@@ -137,7 +138,7 @@ class Resumer:
         one statement: its own transaction, with no BEGIN and COMMIT on the click's path."""
         if claimed is not None and claimed.id == request_id:
             with self.db.single() as s:
-                now = ApprovalRepository(s).claim_state(request_id)
+                now = ClaimRepository(s).claim_state(request_id)
             if now == (claimed.status, claimed.claimed_by, claimed.run.status):
                 return claimed
         with self.db.transaction() as s:

@@ -1,4 +1,5 @@
-"""Wiring: settings -> store, graph, engine, Slack client, worker pool and the Bolt app."""
+"""Wiring: settings -> store, graph, engine, Slack clients (``bot.slack_side``), worker pool and
+the Bolt app."""
 
 from __future__ import annotations
 
@@ -8,16 +9,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.error import URLError
 
 from slack_bolt import App
-from slack_bolt.oauth.oauth_settings import OAuthSettings
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-)
 
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.encryption import verify_key
@@ -36,14 +29,13 @@ from bot.handoff import Handoff
 from bot.home import HomeRefreshingNotifier, HomeTab
 from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
-from bot.installations import InstallationStore, oauth_settings
 from bot.listeners import actions, commands, events, views
 from bot.listeners.payloads import PayloadCheck
 from bot.metrics import BotGauges, Metrics
 from bot.services import BotServices, install
-from bot.settings import ConfigError, Settings
-from bot.timed_client import TimedWebClient
-from bot.workspaces import InstalledWorkspaces, SingleWorkspace, Workspaces, group_clients
+from bot.settings import Settings
+from bot.slack_side import SlackSide, installed_workspaces, single_workspace
+from bot.workspaces import group_clients
 from store.db import Database
 from store.migrate import prepare
 from store.models import utcnow
@@ -122,77 +114,6 @@ class Bot:
             self.services.home.shutdown()
         self.runtime.close()
         self.db.dispose()
-
-
-def slack_client(
-    settings: Settings, *, metrics: Metrics | None = None, token: str | None = None
-) -> WebClient:
-    """Timed, with retries; ``token`` defaults to ``SLACK_BOT_TOKEN`` (if set) unless
-    installing by OAuth, where each workspace has its own."""
-    if token is None and settings.slack_bot_token is not None and not settings.multi_workspace:
-        token = settings.slack_bot_token.get_secret_value()
-    return TimedWebClient(
-        observe=(metrics or Metrics()).slack_call,
-        token=token,
-        base_url=settings.slack_api_url,
-        # Passing retry_handlers replaces slack_sdk's default (connection errors): keep it.
-        retry_handlers=[
-            ConnectionErrorRetryHandler(),
-            RateLimitErrorRetryHandler(max_retry_count=2),
-        ],
-    )
-
-
-def verify_slack(client: WebClient, settings: Settings) -> str | None:
-    """Fail at start, in one line, when Slack is unreachable or refuses the token; return the
-    workspace's URL (for links to runs)."""
-    sdk_logger = logging.getLogger("slack_sdk.web.base_client")
-    sdk_logger.disabled = True  # our message below says it once, without a traceback
-    try:
-        return client.auth_test().get("url")
-    except SlackApiError as exc:
-        error = exc.response.get("error", "unknown_error")
-        raise ConfigError(f"SLACK_BOT_TOKEN: Slack refused the token ({error})") from None
-    except (OSError, URLError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ConfigError(
-            f"SLACK_API_URL: cannot reach {settings.slack_api_url} ({reason})"
-        ) from None
-    finally:
-        sdk_logger.disabled = False
-
-
-@dataclass
-class SlackSide:
-    """How the bot reaches Slack: the workspaces' clients, the client Bolt starts from, and
-    (installing by OAuth) Bolt's OAuth settings."""
-
-    workspaces: Workspaces
-    client: WebClient
-    oauth: OAuthSettings | None = None
-
-    @property
-    def single(self) -> WebClient | None:
-        """The one workspace's client, with one bot token; None with several workspaces."""
-        return self.client if self.oauth is None else None
-
-
-def single_workspace(settings: Settings, metrics: Metrics) -> SlackSide:
-    client = slack_client(settings, metrics=metrics)
-    return SlackSide(SingleWorkspace(client, url=verify_slack(client, settings)), client)
-
-
-def installed_workspaces(
-    settings: Settings, metrics: Metrics, *, db: Database, key: bytes | None
-) -> SlackSide:
-    """Tokens per team from our database (sealed with ``key`` when set)."""
-    assert settings.slack_client_id is not None
-    store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
-    workspaces = InstalledWorkspaces(
-        store, make_client=lambda token: slack_client(settings, metrics=metrics, token=token)
-    )
-    oauth = oauth_settings(settings, store=store, engine=db.engine)
-    return SlackSide(workspaces, slack_client(settings, metrics=metrics), oauth)
 
 
 def bolt_app(settings: Settings, slack: SlackSide, *, http: bool, listeners: ListenerPool) -> App:

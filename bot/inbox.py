@@ -1,4 +1,5 @@
-"""Inbox workers: claim stored clicks and submissions and do their decision work.
+"""Inbox workers: claim stored clicks and submissions and have their decision work done
+(``bot.inbox_runner`` works on each claimed item).
 
 Each item is claimed with a lease (renewed while it is worked on) and marked done or failed
 afterwards. A worker that dies leaves its lease to run out; another claims the item again, and
@@ -19,64 +20,22 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 
 import psycopg
-from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
-from agent_runtime import trace
 from agent_runtime.faults import fault_point
-from bot.errors import GAVE_UP, UNEXPECTED, user_message
 from bot.handoff import Claimed
-from bot.listeners.actions.cancel import cancel_run
-from bot.listeners.actions.decide import approve_all, decide, decide_and_refresh
-from bot.metrics import clicked_at
+from bot.inbox_runner import InboxRunner
 from bot.services import BotServices
-from bot.work import Work
 from store.inbox import INBOX_CHANNEL, InboxRepository, notified_by
-from store.models import InboxItem, InboxKind, InboxStatus, utcnow
+from store.inbox_models import InboxItem
 
 logger = logging.getLogger(__name__)
 SQLITE_POLL = 0.2
 """Seconds between looks at a SQLite inbox (nothing wakes workers of another process)."""
 POSTGRES_POLL = 2.0
 """Seconds between looks on PostgreSQL without a NOTIFY: finds items whose lease ran out."""
-MAX_ATTEMPTS = 5
-RETRY_AFTER = dt.timedelta(seconds=5)
-"""How long a failed item waits before it is tried again."""
-"""Claims of one item before it is given up (each one a worker that died working on it)."""
-
-
-def attempt_key(item_id: int) -> str:
-    return f"inbox:{item_id}"
-
-
-def process(services: BotServices, kind: str, work: Work, *, key: str) -> None:
-    """Do one item's work: the same functions the listeners used to run in the pool."""
-    if kind == InboxKind.APPROVE:
-        decide_and_refresh(services, work, attempt_key=key)
-    elif kind == InboxKind.APPROVE_ALL:
-        approve_all(services, work, attempt_key=key)
-    elif kind == InboxKind.CANCEL:
-        cancel_run(services, work, attempt_key=key)
-    elif kind == InboxKind.DECIDE:
-        assert work.action_id is not None
-        decide(
-            services,
-            work.action_id,
-            work.seen,
-            work.who,
-            None,
-            decision=work.decision,
-            message=work.message,
-            edited_args=work.edited_args,
-            attempt_key=key,
-        )
-    else:
-        raise ValueError(f"unknown inbox item kind {kind!r}")
 
 
 class InboxWorkers:
@@ -88,6 +47,7 @@ class InboxWorkers:
         self.threads = threads
         self.lease = lease
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.runner = InboxRunner(services, owner=self.owner, lease=lease)
         self._stop = threading.Event()
         self._settled = threading.Condition()  # notified as each item is done (wait_idle)
         self._running: list[threading.Thread] = []
@@ -196,106 +156,10 @@ class InboxWorkers:
     def _run(self, claimed: Claimed) -> None:
         fault_point("after_ack")
         try:
-            self._handle(claimed)
+            self.runner.handle(claimed)
         finally:
             with self._settled:
                 self._settled.notify_all()
-
-    def _handle(self, claimed: Claimed) -> None:
-        try:
-            work = Work.model_validate(claimed.payload)
-        except ValidationError as exc:
-            # Nobody to tell: the payload does not say who. Kept, failed, for the operators.
-            logger.error("inbox item %s is unreadable, not worked on: %s", claimed.id, exc)
-            self.services.metrics.inc("inbox_unreadable")
-            self._finish(claimed.id, InboxStatus.FAILED, f"unreadable: {exc}"[:2000])
-            return
-        if claimed.attempts > MAX_ATTEMPTS:
-            self._give_up(claimed.id, work, f"gave up after {MAX_ATTEMPTS} claims")
-            return
-        self._work(claimed, work)
-
-    def _work(self, claimed: Claimed, work: Work) -> None:
-        """Worked on with the item's ids bound to every log line, and its click time known to
-        the resume it may start (for the click-to-resume histogram)."""
-        clicked = clicked_at.set(claimed.created_at)
-        try:
-            with trace.bind(
-                inbox_item=claimed.id,
-                actor=work.actor.user_id,
-                request_id=work.request_id,
-                action_id=work.action_id,
-                run_id=work.run_id,
-            ):
-                self._attempt(claimed, work)
-        finally:
-            clicked_at.reset(clicked)
-
-    def _attempt(self, claimed: Claimed, work: Work) -> None:
-        """An unexpected failure is tried again a little later (a redo decides nothing twice);
-        after ``MAX_ATTEMPTS``, or at once for a known cause, the user is told and the drop is
-        audited."""
-        try:
-            with self._leased(claimed.id):  # renewed while it waits its turn too
-                if self.services.ack_first.wait_turn():  # a burst of requests is being answered
-                    self.services.metrics.inc("inbox_waits_for_acks")
-                process(self.services, claimed.kind, work, key=attempt_key(claimed.id))
-        except Exception as exc:
-            logger.exception("%s by %s failed", work.what, work.actor.user_id)
-            error = f"{type(exc).__name__}: {exc}"[:2000]
-            told = user_message(exc)
-            if told != UNEXPECTED:  # a known cause, which trying again does not change
-                self._give_up(claimed.id, work, error, told=told)
-                return
-            if claimed.attempts >= MAX_ATTEMPTS:
-                self._give_up(claimed.id, work, error)
-                return
-            with self.db.single() as s:
-                InboxRepository(s).retry_later(
-                    claimed.id, owner=self.owner, at=utcnow() + RETRY_AFTER, error=error
-                )
-            return
-        self._finish(claimed.id, InboxStatus.DONE, None)
-
-    def _give_up(self, item_id: int, work: Work, error: str, *, told: str = GAVE_UP) -> None:
-        self._finish(item_id, InboxStatus.FAILED, error)
-        self.services.metrics.inc("inbox_given_up")
-        self.services.dropped(replace(work.drop(), notice=told, reason="failed"), tell=True)
-
-    def _finish(self, item_id: int, status: InboxStatus, error: str | None) -> None:
-        with self.db.single() as s:
-            if not InboxRepository(s).finish(item_id, owner=self.owner, status=status, error=error):
-                logger.warning("inbox item %s was claimed again before it was finished", item_id)
-
-    @contextmanager
-    def _leased(self, item_id: int) -> Iterator[None]:
-        """Renew the item's lease while it is worked on, so a slow decision is not redone."""
-        done = threading.Event()
-
-        def renew() -> None:
-            while not done.wait(self.lease.total_seconds() / 3):
-                try:
-                    with self.db.single() as s:
-                        kept = InboxRepository(s).renew(
-                            item_id, owner=self.owner, until=utcnow() + self.lease
-                        )
-                except Exception:
-                    logger.exception("could not renew the lease of inbox item %s", item_id)
-                    continue
-                if not kept:
-                    # Another worker took it over (this one was presumed dead): its redo of the
-                    # same attempt records nothing twice. Renewing cannot win it back.
-                    logger.warning("inbox item %s was taken over while being worked on", item_id)
-                    self.services.metrics.inc("inbox_lease_lost")
-                    return
-
-        keeper = threading.Thread(target=renew, name=f"inbox-lease-{item_id}", daemon=True)
-        keeper.start()
-        try:
-            yield
-        finally:
-            done.set()
-            keeper.join(timeout=5)
 
     def _listen_loop(self) -> None:
         """LISTEN on its own connection; a NOTIFY of items another process stored wakes a

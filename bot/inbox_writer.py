@@ -26,7 +26,8 @@ from typing import Any
 from bot.handoff import Claimed, Handoff, Reservation
 from store.db import Database
 from store.inbox import Held, InboxRepository
-from store.models import InboxKind, utcnow
+from store.inbox_models import InboxKind
+from store.models import utcnow
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 64

@@ -23,7 +23,7 @@ from bot.handoff import Handoff
 from bot.inbox_writer import InboxWriter
 from bot.metrics import Metrics
 from bot.workspaces import Workspaces
-from store.models import InboxKind
+from store.inbox_models import InboxKind
 
 if TYPE_CHECKING:
     from bot.home import HomeTab

@@ -9,11 +9,11 @@ import logging
 from agent_runtime.kill_switch import KillSwitch, SwitchOutcome
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import load_policy
-from bot.app import slack_client
 from bot.errors import SWITCH_ANSWERS
 from bot.installations import InstallationStore
 from bot.settings import Settings
 from bot.slack_notifier import SlackNotifier
+from bot.slack_side import slack_client
 from bot.workspaces import InstalledWorkspaces, SingleWorkspace
 from store.db import Database
 from store.models import utcnow

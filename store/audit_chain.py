@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from store.models import AUDIT_SHARDS, AuditEvent, AuditHead
+from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 
 CHAIN_FIELDS = (
     "created_at",

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.audit_chain import CHAIN_FIELDS
-from store.models import AuditEvent
+from store.audit_models import AuditEvent
 
 FIELDS = ("id", "shard", *CHAIN_FIELDS, "prev_hash", "hash")
 

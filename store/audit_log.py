@@ -24,10 +24,11 @@ from store.audit_chain import (
     head_problem,
     in_shard,
 )
+from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 from store.audit_tip import ChainTip, held_tip, hold, write_tip
 from store.audit_verify import heads_problem, verify
 from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater
-from store.models import AUDIT_SHARDS, AuditEvent, AuditHead, utcnow
+from store.models import utcnow
 
 logger = logging.getLogger(__name__)
 

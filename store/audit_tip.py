@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.orm.attributes import set_committed_value
 
 from store.audit_chain import head_mac
-from store.models import AuditEvent, AuditHead
+from store.audit_models import AuditEvent, AuditHead
 
 _TIP_INFO = "audit_tip"  # ``Session.info``: the chain tip of the session's transaction
 _HOOKED_INFO = "audit_tip_hooked"  # ``Session.info``: the session writes its tip on commit

@@ -17,7 +17,7 @@ from store.audit_chain import (
     head_problem,
     in_shard,
 )
-from store.models import AUDIT_SHARDS, AuditEvent, AuditHead
+from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 
 
 @dataclass

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.db import affected
-from store.models import Action, ApprovalRequest, DigestItem, DigestMessage, new_id
+from store.display_models import DigestItem, DigestMessage
+from store.models import Action, ApprovalRequest, new_id
 from store.statuses import RequestStatus
 
 

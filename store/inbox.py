@@ -17,7 +17,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
 from store.db import affected
-from store.models import InboxItem, InboxKind, InboxStatus, utcnow
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
+from store.models import utcnow
 
 INBOX_CHANNEL = "approval_inbox"
 """The PostgreSQL NOTIFY channel workers LISTEN on."""

@@ -12,8 +12,8 @@ from sqlalchemy import Connection, Engine, inspect, text, update
 
 from store.audit_chain import AuditChainError, head_mac, head_problem
 from store.audit_log import AuditRepository
+from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 from store.db import Database
-from store.models import AUDIT_SHARDS, AuditEvent, AuditHead
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x4D49_4752_4154_4521  # one lock for whoever migrates this database

@@ -1,26 +1,19 @@
-"""Typed SQLAlchemy models: runs, approval requests, actions, decisions and the audit log.
+"""Typed SQLAlchemy models of the approval flow: runs, approval requests, actions, decisions,
+the rows lists read and the record of each approved call's execution; and the declarative base,
+column types, clock and ids every model of the store shares.
 
-Decisions and audit events are append-only: repositories offer no way to change or delete them.
+Decisions are append-only: repositories offer no way to change or delete them. The other
+models live beside their concern (``audit_models``, ``inbox_models``, ``display_models``,
+``control_models``), all on this module's ``Base``; ``store.schema`` gathers them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    CheckConstraint,
-    DateTime,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    TypeDecorator,
-)
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from store.statuses import RequestStatus, RunStatus
@@ -129,38 +122,6 @@ class ApprovalRequest(Base):
     )
 
 
-class DigestMessage(Base):
-    """One digest message: several pending approvals of a channel, each with its buttons.
-
-    Created with its items before it is posted; ``ts`` is stored after the post. Whoever holds
-    ``posting_until`` (a lease) posts it, or after a lost answer looks for it and posts again."""
-
-    __tablename__ = "digest_messages"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    channel: Mapped[str] = mapped_column(String(32))
-    team_id: Mapped[str | None] = mapped_column(String(32))
-    ts: Mapped[str | None] = mapped_column(String(32))
-    posting_until: Mapped[dt.datetime | None] = mapped_column()
-    drawn: Mapped[str | None] = mapped_column(String(64))
-    """A fingerprint of what the message last showed: a redraw lost to a crash is repaired."""
-    settled: Mapped[bool] = mapped_column(default=False)
-    """Every request it lists is closed and drawn so: maintenance stops looking at it."""
-    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-
-    items: Mapped[list[DigestItem]] = relationship(order_by="DigestItem.position")
-
-
-class DigestItem(Base):
-    """A request listed in a digest; a request is listed in one digest only (its key)."""
-
-    __tablename__ = "digest_items"
-
-    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), primary_key=True)
-    digest_id: Mapped[str] = mapped_column(ForeignKey("digest_messages.id"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-
-
 class Action(Base):
     """One gated tool call of an interrupt, with the policy in force when it was recorded."""
 
@@ -239,51 +200,6 @@ class Decision(Base):
     action: Mapped[Action] = relationship(back_populates="decisions")
 
 
-class AuditEvent(Base):
-    __tablename__ = "audit_events"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    kind: Mapped[str] = mapped_column(String(48))
-    outcome: Mapped[str] = mapped_column(String(16), default="info")
-    actor_id: Mapped[str | None] = mapped_column(String(32))
-    team_id: Mapped[str | None] = mapped_column(String(32))
-    run_id: Mapped[str | None] = mapped_column(String(64), index=True)
-    request_id: Mapped[str | None] = mapped_column(String(64), index=True)
-    action_id: Mapped[str | None] = mapped_column(String(64))
-    reason: Mapped[str | None] = mapped_column(Text)
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    prev_hash: Mapped[str] = mapped_column(String(64), default="")
-    hash: Mapped[str] = mapped_column(String(64), default="")
-    shard: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-
-
-AUDIT_SHARDS = 16
-"""The audit log is this many chains, each with its own head, so appends for different runs do
-not take turns. Fixed: a migration that changes it must re-anchor every head."""
-
-
-class AuditHead(Base):
-    """A chain's anchor, one row per shard (``id``), advanced in the same transaction as every
-    append to it: removing its newest events (or all of them) leaves it pointing past the end.
-
-    ``keyed_from`` is the position (1-based) of the first event chained with AUDIT_KEY; events
-    before it were written unkeyed and are sealed by the first keyed link. ``mac`` covers the
-    other fields with AUDIT_KEY, and is empty while the log is unkeyed."""
-
-    __tablename__ = "audit_head"
-    __table_args__ = (
-        CheckConstraint(f"id >= 0 AND id < {AUDIT_SHARDS}", name="ck_audit_head_shard"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    event_count: Mapped[int] = mapped_column(Integer, default=0)
-    last_event_id: Mapped[int | None] = mapped_column(Integer)
-    last_hash: Mapped[str] = mapped_column(String(64), default="")
-    keyed_from: Mapped[int | None] = mapped_column(Integer)
-    mac: Mapped[str] = mapped_column(String(64), default="")
-
-
 class ActionExecution(Base):
     """The point-of-effect record: which tool call spent an approved action, and what it
     returned. One row per action (its primary key), so an approval is spent once; the same
@@ -298,73 +214,3 @@ class ActionExecution(Base):
     result: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column()
-
-
-class StoreMeta(Base):
-    __tablename__ = "store_meta"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
-
-
-class InboxKind(enum.StrEnum):
-    """What an acked click or submission asks for; the worker dispatches on it."""
-
-    APPROVE = "approve"
-    APPROVE_ALL = "approve_all"
-    DECIDE = "decide"
-    """A modal submission: reject with a reason, respond, or edit."""
-    CANCEL = "cancel"
-    """A Cancel click on one of a run's messages."""
-
-
-class InboxStatus(enum.StrEnum):
-    QUEUED = "queued"
-    CLAIMED = "claimed"
-    DONE = "done"
-    FAILED = "failed"
-
-
-class InboxItem(Base):
-    """A click or submission Slack was told we have: stored before the ack, so a crash or a
-    busy process after it loses nothing. A worker claims it with a lease; a dead worker's
-    lease runs out and another claims it again."""
-
-    __tablename__ = "inbox_items"
-    __table_args__ = (Index("ix_inbox_items_status_id", "status", "id"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    kind: Mapped[str] = mapped_column(String(32))
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(16), default=InboxStatus.QUEUED)
-    claimed_by: Mapped[str | None] = mapped_column(String(128))
-    lease_until: Mapped[dt.datetime | None] = mapped_column()
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    finished_at: Mapped[dt.datetime | None] = mapped_column()
-    last_error: Mapped[str | None] = mapped_column(Text)
-
-
-class HomeViewer(Base):
-    """Someone who opened the bot's Home tab: only their Home is republished when an approval
-    or a run they are part of changes (the others see it fresh when they open it)."""
-
-    __tablename__ = "home_viewers"
-
-    user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    team_id: Mapped[str | None] = mapped_column(String(32))
-    enterprise_id: Mapped[str | None] = mapped_column(String(32))
-    opened_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-
-
-class ExecutionSwitch(Base):
-    """The operators' kill switch: one row. While it is off, no gated tool runs and no card
-    can be approved, whatever the approvals say."""
-
-    __tablename__ = "execution_switch"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    paused: Mapped[bool] = mapped_column(default=False)
-    reason: Mapped[str | None] = mapped_column(Text)
-    changed_by: Mapped[str | None] = mapped_column(String(64))
-    changed_at: Mapped[dt.datetime | None] = mapped_column()

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from store.models import Action, ApprovalRequest, Decision, HomeViewer, Run, utcnow
+from store.display_models import HomeViewer
+from store.models import Action, ApprovalRequest, Decision, Run, utcnow
 from store.statuses import RequestStatus
 
 

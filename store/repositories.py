@@ -6,19 +6,17 @@ import datetime as dt
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
-from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import ColumnElement
 
-from store import pending_slots
 from store.audit_log import AuditRepository
 from store.db import affected
 from store.decision_repository import DecisionRepository
-from store.models import Action, ApprovalRequest, Run, utcnow
+from store.models import Action, ApprovalRequest, utcnow
 from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
 
 # Each repository lives in a module of its own (the audit log's beside its chain); callers
-# find every one here.
+# find these here. A request's claim and its lease have theirs: store.claim_repository.
 __all__ = [
     "ApprovalRepository",
     "AuditRepository",
@@ -84,16 +82,6 @@ class ApprovalRepository:
         if request_id is None:
             return None
         return self._load(request_id, fresh=for_update)
-
-    def claim_state(self, request_id: str) -> tuple[str, str | None, str] | None:
-        """(status, claim owner, run status) of a request, in one short read."""
-        stmt = (
-            select(ApprovalRequest.status, ApprovalRequest.claimed_by, Run.status)
-            .join(Run, Run.id == ApprovalRequest.run_id)
-            .where(ApprovalRequest.id == request_id)
-        )
-        row = self.session.execute(stmt).first()
-        return (row[0], row[1], row[2]) if row is not None else None
 
     def run_id_of(self, request_id: str) -> str | None:
         return self.session.scalar(
@@ -183,55 +171,6 @@ class ApprovalRepository:
         )
         return [(row[0], row[1]) for row in self.session.execute(stmt)]
 
-    def claim(
-        self,
-        request_id: str,
-        *,
-        owner: str,
-        lease: dt.timedelta,
-        loaded: ApprovalRequest | None = None,
-    ) -> bool:
-        """Move pending -> resuming; True for exactly one caller, whatever the concurrency.
-        ``loaded``: the caller's copy of the request, made to say what the row now says
-        (without writing the row a second time)."""
-        claimed = {
-            "status": RequestStatus.RESUMING,
-            "claimed_by": owner,
-            "claim_expires_at": utcnow() + lease,
-        }
-        # Nothing pending in the session bears on these two statements: they need not flush
-        # it (the transaction's audit events then go out together at its commit).
-        with self.session.no_autoflush:
-            result = self.session.execute(
-                update(ApprovalRequest)
-                .where(
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.status == RequestStatus.PENDING,
-                )
-                .values(**claimed)
-                .execution_options(synchronize_session=False)
-            )
-            if affected(result) == 0:
-                return False
-            pending_slots.close_request(self.session, request_id)
-        if loaded is not None:
-            for name, value in claimed.items():
-                set_committed_value(loaded, name, value)
-        return True
-
-    def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
-        result = self.session.execute(
-            update(ApprovalRequest)
-            .where(
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.status == RequestStatus.RESUMING,
-                ApprovalRequest.claimed_by == owner,
-            )
-            .values(claim_expires_at=until)
-            .execution_options(synchronize_session=False)
-        )
-        return affected(result) > 0
-
     def due_for_expiry(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
         """Pending requests past their expiry, oldest deadline first."""
         return self._pending_where(ApprovalRequest.expires_at <= now, limit=limit)
@@ -258,22 +197,6 @@ class ApprovalRepository:
                 ApprovalRequest.status == RequestStatus.PENDING,
             )
             .values(reminded_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        return affected(result) > 0
-
-    def take_over(
-        self, request_id: str, *, owner: str, now: dt.datetime, lease: dt.timedelta
-    ) -> bool:
-        """Claim a request whose owner's lease ran out (it died); one taker wins."""
-        result = self.session.execute(
-            update(ApprovalRequest)
-            .where(
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.status == RequestStatus.RESUMING,
-                ApprovalRequest.claim_expires_at <= now,
-            )
-            .values(claimed_by=owner, claim_expires_at=now + lease)
             .execution_options(synchronize_session=False)
         )
         return affected(result) > 0

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from store.control_models import ExecutionSwitch
 from store.db import affected
-from store.models import ExecutionSwitch
 
 SWITCH_ID = 1
 

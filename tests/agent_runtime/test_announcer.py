@@ -13,6 +13,7 @@ import pytest
 from agent_runtime.announcer import Announcer
 from agent_runtime.notifier import MessageRef, NullNotifier
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
+from store.claim_repository import ClaimRepository
 from store.locks import ThreadLocks
 from store.models import utcnow
 from store.repositories import ApprovalRepository, RunRepository
@@ -134,7 +135,7 @@ def _posted_card(tmp_path):  # type: ignore[no-untyped-def]
     notifier.failing = False
     announcer.post_card(seeded.request_id)
     with db.transaction() as s:
-        assert ApprovalRepository(s).claim(
+        assert ClaimRepository(s).claim(
             seeded.request_id, owner="me", lease=dt.timedelta(minutes=1)
         )
         resuming = approval_view(ApprovalRepository(s).get(seeded.request_id))

@@ -25,8 +25,9 @@ from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import Policy, load_policy
 from agent_runtime.resume import Resumer
 from agent_runtime.views import ApprovalView, approval_view, run_view
+from store.audit_models import AuditEvent
 from store.locks import ThreadLocks
-from store.models import AuditEvent, PendingSlot, utcnow
+from store.models import PendingSlot, utcnow
 from store.repositories import ApprovalRepository, RunRepository
 from store.statuses import ActionOutcome, RequestStatus, RunStatus
 from tests.agent_runtime.rows import seed_request, sqlite_store

@@ -7,7 +7,8 @@ import datetime as dt
 from sqlalchemy import select
 
 from agent_runtime.claims import Claims
-from store.models import ApprovalRequest, AuditEvent, utcnow
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, utcnow
 from store.statuses import RequestStatus
 from tests.agent_runtime.rows import seed_request, sqlite_store
 

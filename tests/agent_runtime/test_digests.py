@@ -18,7 +18,8 @@ from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Digest, load_policy
 from agent_runtime.recording import MAX_DIGEST_ACTIONS, digestible
 from store.digests import DigestRepository
-from store.models import Action, ApprovalRequest, DigestItem, DigestMessage, utcnow
+from store.display_models import DigestItem, DigestMessage
+from store.models import Action, ApprovalRequest, utcnow
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Recorder, decide, make_env
 
 SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'

@@ -11,7 +11,8 @@ from sqlalchemy import event, select
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import AgentLoadError, NotPermitted
 from agent_runtime.graph_runtime import close_checkpointer
-from store.models import Action, ApprovalRequest, AuditEvent, Run
+from store.audit_models import AuditEvent
+from store.models import Action, ApprovalRequest, Run
 from tests.agent_runtime.engine_env import (
     REQUESTER,
     REVIEWER,
@@ -203,7 +204,7 @@ def test_a_failed_resume_quoting_a_redacted_argument_keeps_it_out_of_the_audit(
     from sqlalchemy import select
 
     from agent_runtime.policy import Policy
-    from store.models import AuditEvent
+    from store.audit_models import AuditEvent
     from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 
     rule_for = Policy.rule_for

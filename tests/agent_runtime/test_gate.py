@@ -18,7 +18,8 @@ from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused, server_th
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
-from store.models import Action, ApprovalRequest, AuditEvent
+from store.audit_models import AuditEvent
+from store.models import Action, ApprovalRequest
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
 

@@ -11,7 +11,8 @@ from agent_runtime.gate import GateRefused
 from agent_runtime.kill_switch import KillSwitch, SwitchOutcome
 from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import Policy
-from store.models import AuditEvent, utcnow
+from store.audit_models import AuditEvent
+from store.models import utcnow
 from store.switch import SwitchState
 from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
@@ -180,8 +181,8 @@ def test_on_postgresql_a_pause_cannot_commit_while_a_grant_is_being_taken(
     from sqlalchemy import text, update
     from sqlalchemy.exc import OperationalError
 
+    from store.control_models import ExecutionSwitch
     from store.executions import ExecutionRepository
-    from store.models import ExecutionSwitch
 
     env = make_env(tmp_path, url=pg_url)
     try:

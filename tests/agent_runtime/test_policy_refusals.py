@@ -6,7 +6,8 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from agent_runtime.graph_runtime import close_checkpointer
-from store.models import ApprovalRequest, AuditEvent, Run
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, Run
 from tests.agent_runtime.custom_graphs import MANY_AT_ONCE, STUBBORN_LIMIT
 from tests.agent_runtime.engine_env import REQUESTER, make_env
 

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import select
 
 from agent_runtime.authorization import Actor
-from store.models import AuditEvent
+from store.audit_models import AuditEvent
 from tests.agent_runtime.custom_graphs import LLM_GRADERS
 from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 from tests.agent_runtime.scripted_grader import REGIONS, SUMMARY

@@ -16,7 +16,8 @@ from agent_runtime import engine as engine_module
 from agent_runtime import gate as gate_module
 from agent_runtime import resume as resume_module
 from agent_runtime.graph_runtime import close_checkpointer
-from store.models import ApprovalRequest, AuditEvent, Run, utcnow
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, Run, utcnow
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Env, decide, make_env, paused_run
 
 

@@ -8,7 +8,8 @@ from sqlalchemy import select, update
 
 from agent_runtime.retention import prune_checkpoints, prune_inbox
 from store.inbox import InboxRepository
-from store.models import Decision, InboxItem, InboxKind, InboxStatus, Run, utcnow
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
+from store.models import Decision, Run, utcnow
 from store.repositories import AuditRepository
 from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 

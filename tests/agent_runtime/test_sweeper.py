@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.sweeper import SweepResult
-from store.models import ApprovalRequest, AuditEvent, utcnow
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, utcnow
 from tests.agent_runtime.engine_env import make_env, paused_run
 
 

@@ -20,7 +20,7 @@ from bot.ack_first import AckFirst
 from bot.metrics import Metrics
 from bot.sandbox import people
 from bot.socket_mode import CheckedSocketModeHandler
-from store.models import InboxItem
+from store.inbox_models import InboxItem
 from tests.bot.flows import (
     FINAL_HEADER,
     SEND,

@@ -9,7 +9,8 @@ from bot.errors import REFUSALS
 from bot.ids import ActionId, choice_value
 from bot.sandbox import people
 from bot.sandbox.driver import Button
-from store.models import AuditEvent, Decision
+from store.audit_models import AuditEvent
+from store.models import Decision
 from tests.bot.flows import DELETE, SEND, button, ephemeral_for, start_run
 from tests.conftest import Harness
 

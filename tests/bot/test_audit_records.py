@@ -12,7 +12,8 @@ from sqlalchemy import select
 from agent_runtime.policy import BUNDLED_POLICY, REDACTED
 from bot.cli import main
 from bot.sandbox import people
-from store.models import AuditEvent, Run
+from store.audit_models import AuditEvent
+from store.models import Run
 from tests.bot.flows import SEND, button, result_message, start_run
 
 

@@ -14,7 +14,8 @@ from bot.errors import REFUSALS
 from bot.ids import ActionId, CallbackId, choice_value
 from bot.sandbox import people
 from bot.sandbox.driver import Button, buttons
-from store.models import AuditEvent, Decision
+from store.audit_models import AuditEvent
+from store.models import Decision
 from tests.bot.flows import (
     button,
     card_now,

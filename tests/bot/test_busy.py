@@ -16,15 +16,17 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
-from bot import inbox as inbox_module
+from bot import inbox_runner
 from bot.app import LISTENER_THREADS
 from bot.errors import AUDIT_UNWRITABLE, BUSY, BUSY_CLICK, BUSY_SUBMISSION, GAVE_UP
 from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from store.audit_chain import AuditChainError
+from store.audit_models import AuditEvent
 from store.inbox import InboxRepository
-from store.models import AuditEvent, Decision, InboxItem, InboxKind, InboxStatus
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
+from store.models import Decision
 from tests.bot.flows import SEND, button, open_modal, result_message, start_run
 from tests.conftest import Harness
 
@@ -312,7 +314,7 @@ def test_an_error_in_a_decision_reaches_the_reviewer(
     serve_bot, sqlite_url, monkeypatch, error, expected
 ):
     """A known cause is told at once; an unexpected one after the last of its tries."""
-    monkeypatch.setattr(inbox_module, "RETRY_AFTER", dt.timedelta(0))
+    monkeypatch.setattr(inbox_runner, "RETRY_AFTER", dt.timedelta(0))
     h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
 
@@ -334,7 +336,7 @@ def test_an_error_in_a_decision_reaches_the_reviewer(
 def test_a_passing_error_is_tried_again_and_decided_without_troubling_the_reviewer(
     serve_bot, sqlite_url, monkeypatch
 ):
-    monkeypatch.setattr(inbox_module, "RETRY_AFTER", dt.timedelta(0))
+    monkeypatch.setattr(inbox_runner, "RETRY_AFTER", dt.timedelta(0))
     h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
     engine = h.bot.services.engine

@@ -13,7 +13,8 @@ from agent_runtime.cancel import CancelOutcome
 from bot.errors import CANCEL_ANSWERS, REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import ApprovalRequest, AuditEvent, Decision, PendingSlot, Run, utcnow
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, Decision, PendingSlot, Run, utcnow
 from tests.bot.flows import SEND, button, card_header, card_now, ephemeral_for, result_message
 from tests.bot.flows import start_run as start
 

@@ -332,8 +332,8 @@ def test_pause_and_resume_from_the_command_line_are_audited_under_the_operator(
 ):
     from sqlalchemy import select
 
+    from store.audit_models import AuditEvent
     from store.db import Database
-    from store.models import AuditEvent
     from store.switch import SwitchRepository
 
     monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)

@@ -12,7 +12,8 @@ from bot.errors import CANCEL_ANSWERS, REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import Button
 from bot.sandbox.state import Message
-from store.models import AuditEvent, Decision, Run
+from store.audit_models import AuditEvent
+from store.models import Decision, Run
 from tests.bot.flows import (
     DELETE,
     SEND,

@@ -14,7 +14,9 @@ from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import Button, buttons
 from bot.sandbox.state import Message
-from store.models import Action, ApprovalRequest, AuditEvent, Decision, DigestMessage, Run
+from store.audit_models import AuditEvent
+from store.display_models import DigestMessage
+from store.models import Action, ApprovalRequest, Decision, Run
 from tests.bot.flows import DELETE, cards_in, ephemeral_for, open_modal, result_message, start_run
 from tests.bot.test_approvals_home import _home, _sections
 from tests.bot.test_policy_flow import FakeClock

@@ -13,15 +13,16 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event, func, select, update
 
-import bot.inbox
+import bot.inbox_runner
 from bot.handoff import Handoff
 from bot.inbox import InboxWorkers
 from bot.inbox_writer import InboxWriter
 from bot.sandbox import people
 from store.db import Database
 from store.inbox import Held, InboxRepository
+from store.inbox_models import InboxItem, InboxKind, InboxStatus
 from store.migrate import upgrade
-from store.models import InboxItem, InboxKind, InboxStatus, utcnow
+from store.models import utcnow
 from tests.bot.flows import SEND, button, result_message, start_run
 from tests.bot.test_inbox import another_worker_redoes_it, lease_runs_out, recorded
 
@@ -154,7 +155,7 @@ def test_items_handed_over_before_the_pool_stops_are_worked_before_it_exits(
     second_root, second = start_run(h, SEND)
     assert h.bot.listeners.wait_idle(timeout=60)
     busy, release = threading.Event(), threading.Event()
-    process = bot.inbox.process
+    process = bot.inbox_runner.process
 
     def held_first(*args: object, **kwargs: object) -> None:
         if not busy.is_set():
@@ -162,7 +163,7 @@ def test_items_handed_over_before_the_pool_stops_are_worked_before_it_exits(
             assert release.wait(timeout=60)
         process(*args, **kwargs)
 
-    monkeypatch.setattr("bot.inbox.process", held_first)
+    monkeypatch.setattr("bot.inbox_runner.process", held_first)
     inbox.start()
     h.driver.click(user=people.RELEASE_MANAGER, message=first, button=button(first, "Approve"))
     assert busy.wait(timeout=60), "the only worker is busy with the first click"
@@ -198,7 +199,7 @@ def test_a_handed_over_click_that_fails_is_given_back_to_be_tried_again(
         event.listen(self.session, "after_commit", lambda _s: given_back.set(), once=True)
         return kept
 
-    monkeypatch.setattr("bot.inbox.process", failing)
+    monkeypatch.setattr("bot.inbox_runner.process", failing)
     monkeypatch.setattr(InboxRepository, "retry_later", noted)
     root, card = start_run(h, SEND)
     assert h.bot.listeners.wait_idle(timeout=60)
@@ -286,7 +287,7 @@ def test_a_click_handed_over_while_its_worker_stays_busy_is_worked_once(
     assert h.bot.listeners.wait_idle(timeout=60)
     busy, release = threading.Event(), threading.Event()
     worked: list[str] = []
-    process = bot.inbox.process
+    process = bot.inbox_runner.process
 
     def noted(services, kind, work, *, key):  # type: ignore[no-untyped-def]
         worked.append(key)
@@ -295,7 +296,7 @@ def test_a_click_handed_over_while_its_worker_stays_busy_is_worked_once(
             assert release.wait(timeout=60)
         process(services, kind, work, key=key)
 
-    monkeypatch.setattr("bot.inbox.process", noted)
+    monkeypatch.setattr("bot.inbox_runner.process", noted)
     pool = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(minutes=1))
     pool.start()
     try:

@@ -12,7 +12,8 @@ from sqlalchemy import func, select
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import AuditEvent, Decision, Run
+from store.audit_models import AuditEvent
+from store.models import Decision, Run
 from tests.bot.flows import DELETE, SEND, button, card_now, ephemeral_for, result_message, start_run
 
 

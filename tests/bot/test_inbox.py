@@ -17,7 +17,9 @@ from bot.inbox import InboxWorkers
 from bot.sandbox import people
 from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
-from store.models import AuditEvent, Decision, InboxItem, InboxStatus, utcnow
+from store.audit_models import AuditEvent
+from store.inbox_models import InboxItem, InboxStatus
+from store.models import Decision, utcnow
 from tests.bot.flows import (
     DELETE,
     SEND,
@@ -45,7 +47,7 @@ def die_before_done(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
         raise Crash
 
     with monkeypatch.context() as patch:
-        patch.setattr(h.bot.inbox, "_finish", crash)
+        patch.setattr(h.bot.inbox.runner, "_finish", crash)
         with pytest.raises(Crash):
             h.bot.inbox.run_once()
 
@@ -188,7 +190,7 @@ def test_a_worker_whose_item_was_taken_over_stops_renewing_and_says_so(
         assert lost.wait(timeout=30), "the renewal never noticed"
 
     monkeypatch.setattr(h.bot.services.metrics, "inc", counted)
-    monkeypatch.setattr("bot.inbox.process", taken_over_while_working)
+    monkeypatch.setattr("bot.inbox_runner.process", taken_over_while_working)
     slow = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(seconds=0.3))
     assert slow.run_once()
     assert h.bot.services.metrics.count("inbox_lease_lost") == 1

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from bot.inbox_writer import InboxWriter
 from store.db import Database
 from store.inbox import InboxRepository
+from store.inbox_models import InboxItem, InboxKind
 from store.migrate import upgrade
-from store.models import InboxItem, InboxKind
 from tests.wire import watching
 
 

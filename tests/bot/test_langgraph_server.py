@@ -39,8 +39,9 @@ from bot.sandbox.driver import buttons
 from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
 from bot.settings import ConfigError, load_settings
+from store.audit_models import AuditEvent
 from store.db import Database
-from store.models import ApprovalRequest, AuditEvent, Decision, Run
+from store.models import ApprovalRequest, Decision, Run
 from tests.bot.flows import (
     button,
     card_now,

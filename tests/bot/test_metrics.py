@@ -6,7 +6,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 
 from bot.sandbox import people
-from store.models import InboxKind
+from store.inbox_models import InboxKind
 from tests.bot.flows import SEND, button, result_message, start_run
 from tests.bot.scrape import sample, scrape, status
 

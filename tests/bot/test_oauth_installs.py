@@ -24,7 +24,8 @@ from bot.sandbox.installs import SANDBOX_CLIENT_ID, SANDBOX_CLIENT_SECRET
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from bot.sandbox.state import Message
 from bot.switch_cli import run_switch
-from store.models import AuditEvent, Decision, Run
+from store.audit_models import AuditEvent
+from store.models import Decision, Run
 from tests.bot.flows import SEND, button
 from tests.conftest import Harness
 

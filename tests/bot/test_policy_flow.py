@@ -13,7 +13,8 @@ from agent_runtime.authorization import Refusal
 from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import AuditEvent, utcnow
+from store.audit_models import AuditEvent
+from store.models import utcnow
 from tests.bot.flows import button, card_now, ephemeral_for, result_message, start_run
 
 POLICY = """

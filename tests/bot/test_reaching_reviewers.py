@@ -13,7 +13,7 @@ from sqlalchemy import select
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.state import Message
-from store.models import AuditEvent
+from store.audit_models import AuditEvent
 from tests.bot.flows import (
     FINAL_HEADER,
     button,

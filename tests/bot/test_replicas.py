@@ -13,8 +13,9 @@ from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.process import BotProcess, bot_env
 from bot.sandbox.server import SlackSandbox
+from store.audit_models import AuditEvent
 from store.db import Database
-from store.models import ApprovalRequest, AuditEvent
+from store.models import ApprovalRequest
 
 REVIEWERS = [people.RELEASE_MANAGER, people.RELEASE_MANAGER_2, people.SECURITY]
 

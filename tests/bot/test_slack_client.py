@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import slack_client
 from bot.settings import load_settings
+from bot.slack_side import slack_client
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from agent_runtime.agents.unreviewed import UNREVIEWED_EVENT
 from agent_runtime.policy import BUNDLED_POLICY, REDACTED
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
-from store.models import AuditEvent, Run
+from store.audit_models import AuditEvent
+from store.models import Run
 from tests.bot.flows import result_message, start_run
 
 LS = 'ls {"path": "/"}'

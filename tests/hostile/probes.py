@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from store.models import ApprovalRequest, AuditEvent, Decision, Run
+from store.audit_models import AuditEvent
+from store.models import ApprovalRequest, Decision, Run
 
 HOSTILE_SETTINGS = settings(
     max_examples=60,

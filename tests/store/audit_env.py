@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from sqlalchemy import JSON, Connection, column, select, table, update
 
 from store.audit_chain import ChainReport, digest, head_mac
+from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 from store.db import Database
 from store.migrate import upgrade
-from store.models import AUDIT_SHARDS, AuditEvent, AuditHead, utcnow
+from store.models import utcnow
 from store.repositories import AuditRepository
 
 KEY = b"the operator's AUDIT_KEY, 32+ chars"

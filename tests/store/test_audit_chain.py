@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text, update
 
 from store.audit_chain import AuditChainError
-from store.models import AuditHead
+from store.audit_models import AuditHead
 from store.repositories import AuditRepository
 from tests.store.audit_env import (
     INTRUDER_KEY,

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import select, update
 
 from store.audit_chain import AuditRollbackError, Expected
+from store.audit_models import AuditHead
 from store.db import Database
-from store.models import AuditHead
 from store.repositories import AuditRepository
 from tests.store.audit_env import KEY, append, behind_the_triggers, check, open_store
 

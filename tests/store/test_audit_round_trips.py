@@ -10,8 +10,8 @@ from sqlalchemy import event, select, text
 from sqlalchemy.exc import OperationalError
 
 from store.audit_chain import AuditChainError
+from store.audit_models import AuditEvent, AuditHead
 from store.db import Database
-from store.models import AuditEvent, AuditHead
 from store.repositories import AuditRepository
 from tests.store.audit_env import KEY, append, check, open_store
 from tests.store.test_audit_shards import (

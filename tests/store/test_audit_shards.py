@@ -12,8 +12,8 @@ from sqlalchemy.exc import OperationalError
 
 from store.audit_chain import AuditRollbackError, Expected
 from store.audit_log import shard_of
+from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 from store.db import Database
-from store.models import AUDIT_SHARDS, AuditEvent, AuditHead
 from store.repositories import AuditRepository
 from tests.store.audit_env import append, behind_the_triggers, check, open_store
 

@@ -13,9 +13,10 @@ from alembic.config import Config
 from sqlalchemy import Connection, text
 
 from store.audit_chain import AuditChainError, Expected, digest
+from store.audit_models import AuditEvent
 from store.db import Database
 from store.migrate import MIGRATIONS, current_revision, prepare, upgrade
-from store.models import AuditEvent, utcnow
+from store.models import utcnow
 from store.repositories import AuditRepository
 from tests.store.audit_env import INTRUDER_KEY, KEY, check, old_append
 from tests.store.test_audit_shards import append_for, runs_in_distinct_shards

@@ -13,8 +13,9 @@ from sqlalchemy import event
 
 from store.db import Database
 from store.inbox import INBOX_CHANNEL, Held, InboxRepository, notified_by
+from store.inbox_models import InboxKind, InboxStatus
 from store.migrate import upgrade
-from store.models import InboxKind, InboxStatus, utcnow
+from store.models import utcnow
 
 LEASE = dt.timedelta(minutes=1)
 WORKERS = 6

@@ -13,6 +13,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from store import pending_slots
+from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.migrate import MIGRATIONS, upgrade
 from store.models import Action, ApprovalRequest, PendingSlot, Run, new_id, utcnow
@@ -148,7 +149,7 @@ def test_fast_listing_agrees_with_the_exact_rules_through_every_change(store_url
     assert pair.id in _fast(db, REL, [RM], [REQUESTER])
 
     with db.transaction() as s:  # a click completes it: claimed for resuming
-        assert ApprovalRepository(s).claim(both.id, owner="o", lease=dt.timedelta(minutes=1))
+        assert ClaimRepository(s).claim(both.id, owner="o", lease=dt.timedelta(minutes=1))
     with db.transaction() as s:  # the sweeper's way: outcomes, then the status
         request = ApprovalRepository(s).get(later.id, for_update=True)
         assert request is not None
@@ -174,7 +175,7 @@ def test_the_slots_move_with_their_transaction(store_url: str) -> None:
     upgrade(db.engine)
     request = _request(db, [RM])
     with pytest.raises(RuntimeError), db.transaction() as s:
-        assert ApprovalRepository(s).claim(request.id, owner="o", lease=dt.timedelta(minutes=1))
+        assert ClaimRepository(s).claim(request.id, owner="o", lease=dt.timedelta(minutes=1))
         s.get(Action, request.actions[0].id).outcome = "rejected"  # type: ignore[union-attr]
         s.flush()
         assert _fast_in(s, REL, [RM]) == []
@@ -307,7 +308,7 @@ def test_a_request_that_neither_was_nor_is_pending_rewrites_no_slots(store_url: 
     upgrade(db.engine)
     resumed, expired = _request(db, [RM]), _request(db, [RM])
     with db.transaction() as s:
-        assert ApprovalRepository(s).claim(resumed.id, owner="me", lease=dt.timedelta(minutes=1))
+        assert ClaimRepository(s).claim(resumed.id, owner="me", lease=dt.timedelta(minutes=1))
     sent: list[str] = []
     event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
     with db.transaction() as s:
@@ -341,7 +342,7 @@ def test_a_request_claimed_in_the_transaction_is_not_rewritten_again_at_commit(
         assert request is not None
         request.actions[0].outcome = "approved"
         s.flush()
-        assert ApprovalRepository(s).claim(
+        assert ClaimRepository(s).claim(
             claimed.id, owner="me", lease=dt.timedelta(minutes=1), loaded=request
         )
     assert sum("pending_slots" in q for q in sent) == 1, [q for q in sent if "slots" in q]
@@ -370,7 +371,7 @@ def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(stor
         request.actions[0].outcome = "approved"  # the release managers' part is decided
         s.flush()
         savepoint = s.begin_nested()
-        assert ApprovalRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
+        assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
         savepoint.rollback()
     _agree(db)
     assert _fast(db, REL, [RM], [REQUESTER]) == []

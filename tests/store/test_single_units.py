@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import func, select, text
 
+from store.audit_models import AuditEvent
 from store.db import Database
 from store.migrate import upgrade
-from store.models import AuditEvent
 from store.repositories import AuditRepository
 from tests.wire import watching
 

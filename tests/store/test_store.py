@@ -9,9 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, inspect, select, text
 
+from store.audit_models import AuditEvent
+from store.claim_repository import ClaimRepository
 from store.db import Database, DatabaseUrlError, sqlalchemy_url
 from store.migrate import current_revision, head_revision, upgrade
-from store.models import Action, ApprovalRequest, AuditEvent, Decision, Run, new_id, utcnow
+from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
 from store.repositories import (
     ApprovalRepository,
     AuditRepository,
@@ -100,7 +102,7 @@ def test_exactly_one_claim_wins_under_concurrency(db):
     def claim(i: int) -> bool:
         barrier.wait()
         with db.transaction() as s:
-            return ApprovalRepository(s).claim(
+            return ClaimRepository(s).claim(
                 request_id, owner=f"w{i}", lease=dt.timedelta(minutes=1)
             )
 

@@ -14,7 +14,7 @@ from bot.listeners.actions.decide import click_work, store_then_ack, tell
 from bot.listeners.payloads import Click, payload_of
 from bot.services import BotServices, services_of
 from bot.work import Work
-from store.models import InboxKind
+from store.inbox_models import InboxKind
 
 
 def on_cancel_run(ack: Ack, context: BoltContext) -> None:

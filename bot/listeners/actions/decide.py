@@ -20,7 +20,7 @@ from bot.listeners.actions.review import refresh_review
 from bot.listeners.payloads import Click, payload_of
 from bot.services import BotServices, services_of
 from bot.work import CardRef, OpenView, Work
-from store.models import InboxKind
+from store.inbox_models import InboxKind
 
 
 def click_work(click: Click, **fields: Any) -> Work:

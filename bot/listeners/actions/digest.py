@@ -10,7 +10,7 @@ from bot.ids import parse_choice
 from bot.listeners.actions.decide import click_work, store_then_ack
 from bot.listeners.payloads import Click, payload_of
 from bot.services import services_of
-from store.models import InboxKind
+from store.inbox_models import InboxKind
 
 
 def on_digest_approve(ack: Ack, context: BoltContext) -> None:

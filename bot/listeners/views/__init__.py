@@ -18,7 +18,7 @@ from bot.ids import BlockId, CallbackId, parse_choice
 from bot.listeners.payloads import Submission, SubmittedView, payload_of
 from bot.services import BotServices, services_of
 from bot.work import Work
-from store.models import InboxKind
+from store.inbox_models import InboxKind
 
 
 def register(app: App) -> None:

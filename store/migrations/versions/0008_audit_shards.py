@@ -15,14 +15,14 @@ import sqlalchemy as sa
 from alembic import op
 
 from store.audit_chain import head_mac, head_problem
-from store.models import AuditHead
+from store.audit_models import AuditHead
 
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-SHARDS = 16  # store.models.AUDIT_SHARDS when this revision was written
+SHARDS = 16  # store.audit_models.AUDIT_SHARDS when this revision was written
 HEAD_COLUMNS = "id, event_count, last_event_id, last_hash, keyed_from, mac"
 
 

@@ -1,0 +1,96 @@
+"""Who resumes an approval request: its claim (pending -> resuming) and the claim's lease,
+renewed by its owner and taken over once it runs out. One winner each, whatever the
+concurrency."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+
+from store import pending_slots
+from store.db import affected
+from store.models import ApprovalRequest, Run, utcnow
+from store.statuses import RequestStatus
+
+
+class ClaimRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def claim_state(self, request_id: str) -> tuple[str, str | None, str] | None:
+        """(status, claim owner, run status) of a request, in one short read."""
+        stmt = (
+            select(ApprovalRequest.status, ApprovalRequest.claimed_by, Run.status)
+            .join(Run, Run.id == ApprovalRequest.run_id)
+            .where(ApprovalRequest.id == request_id)
+        )
+        row = self.session.execute(stmt).first()
+        return (row[0], row[1], row[2]) if row is not None else None
+
+    def claim(
+        self,
+        request_id: str,
+        *,
+        owner: str,
+        lease: dt.timedelta,
+        loaded: ApprovalRequest | None = None,
+    ) -> bool:
+        """Move pending -> resuming; True for exactly one caller, whatever the concurrency.
+        ``loaded``: the caller's copy of the request, made to say what the row now says
+        (without writing the row a second time)."""
+        claimed = {
+            "status": RequestStatus.RESUMING,
+            "claimed_by": owner,
+            "claim_expires_at": utcnow() + lease,
+        }
+        # Nothing pending in the session bears on these two statements: they need not flush
+        # it (the transaction's audit events then go out together at its commit).
+        with self.session.no_autoflush:
+            result = self.session.execute(
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == RequestStatus.PENDING,
+                )
+                .values(**claimed)
+                .execution_options(synchronize_session=False)
+            )
+            if affected(result) == 0:
+                return False
+            pending_slots.close_request(self.session, request_id)
+        if loaded is not None:
+            for name, value in claimed.items():
+                set_committed_value(loaded, name, value)
+        return True
+
+    def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
+        result = self.session.execute(
+            update(ApprovalRequest)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.status == RequestStatus.RESUMING,
+                ApprovalRequest.claimed_by == owner,
+            )
+            .values(claim_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result) > 0
+
+    def take_over(
+        self, request_id: str, *, owner: str, now: dt.datetime, lease: dt.timedelta
+    ) -> bool:
+        """Claim a request whose owner's lease ran out (it died); one taker wins."""
+        result = self.session.execute(
+            update(ApprovalRequest)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.status == RequestStatus.RESUMING,
+                ApprovalRequest.claim_expires_at <= now,
+            )
+            .values(claimed_by=owner, claim_expires_at=now + lease)
+            .execution_options(synchronize_session=False)
+        )
+        return affected(result) > 0
