@@ -7,9 +7,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from slack_bolt.authorization.authorize import InstallationStoreAuthorize
 from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
+from slack_sdk.oauth.token_rotation import TokenRotator
 from sqlalchemy import String
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.types import TypeDecorator
@@ -99,12 +101,19 @@ def authorize_url(api_url: str) -> str:
 
 
 def oauth_settings(
-    settings: Settings, *, store: InstallationStore, engine: Engine
+    settings: Settings,
+    *,
+    store: InstallationStore,
+    engine: Engine,
+    rotator: TokenRotator,
+    rotation_minutes: int,
 ) -> OAuthSettings:
     """Bolt's OAuth flow: ``/slack/install`` redirects to Slack's consent page (with a state
-    kept in our database and in a cookie), ``/slack/oauth_redirect`` exchanges the code."""
+    kept in our database and in a cookie), ``/slack/oauth_redirect`` exchanges the code. Each
+    request is authorized with its workspace's stored token, refreshed by ``rotator`` when it
+    expires within ``rotation_minutes`` (Bolt's own would call slack.com, unlocked)."""
     assert settings.slack_client_id is not None and settings.slack_client_secret is not None
-    return OAuthSettings(
+    oauth = OAuthSettings(
         client_id=settings.slack_client_id,
         client_secret=settings.slack_client_secret.get_secret_value(),
         scopes=list(BOT_SCOPES),
@@ -113,4 +122,8 @@ def oauth_settings(
         installation_store=store,
         state_store=OAuthStateStore(expiration_seconds=STATE_SECONDS, engine=engine),
         state_expiration_seconds=STATE_SECONDS,
+        token_rotation_expiration_minutes=rotation_minutes,
     )
+    assert isinstance(oauth.authorize, InstallationStoreAuthorize)
+    oauth.authorize.token_rotator = rotator
+    return oauth

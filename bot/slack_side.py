@@ -19,6 +19,7 @@ from bot.installations import InstallationStore, oauth_settings
 from bot.metrics import Metrics
 from bot.settings import ConfigError, Settings
 from bot.timed_client import TimedWebClient
+from bot.token_rotation import StoreTokenRotator, refresher_for
 from bot.workspaces import InstalledWorkspaces, SingleWorkspace, Workspaces
 from store.db import Database
 
@@ -84,11 +85,21 @@ def single_workspace(settings: Settings, metrics: Metrics) -> SlackSide:
 def installed_workspaces(
     settings: Settings, metrics: Metrics, *, db: Database, key: bytes | None
 ) -> SlackSide:
-    """Tokens per team from our database (sealed with ``key`` when set)."""
+    """Tokens per team from our database (sealed with ``key`` when set), refreshed before
+    they expire (token rotation) for outbound calls and incoming requests alike."""
     assert settings.slack_client_id is not None
     store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
+    refresher = refresher_for(settings, store, client=slack_client(settings, metrics=metrics))
     workspaces = InstalledWorkspaces(
-        store, make_client=lambda token: slack_client(settings, metrics=metrics, token=token)
+        store,
+        make_client=lambda token: slack_client(settings, metrics=metrics, token=token),
+        refresher=refresher,
     )
-    oauth = oauth_settings(settings, store=store, engine=db.engine)
+    oauth = oauth_settings(
+        settings,
+        store=store,
+        engine=db.engine,
+        rotator=StoreTokenRotator(refresher),
+        rotation_minutes=refresher.minutes,
+    )
     return SlackSide(workspaces, slack_client(settings, metrics=metrics), oauth)

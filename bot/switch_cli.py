@@ -14,6 +14,7 @@ from bot.installations import InstallationStore
 from bot.settings import Settings
 from bot.slack_notifier import SlackNotifier
 from bot.slack_side import slack_client
+from bot.token_rotation import refresher_for
 from bot.workspaces import InstalledWorkspaces, SingleWorkspace
 from store.db import Database
 from store.models import utcnow
@@ -35,7 +36,9 @@ def _notifier(settings: Settings, db: Database) -> Notifier | None:
         store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
         return SlackNotifier(
             InstalledWorkspaces(
-                store, make_client=lambda token: slack_client(settings, token=token)
+                store,
+                make_client=lambda token: slack_client(settings, token=token),
+                refresher=refresher_for(settings, store, client=slack_client(settings)),
             )
         )
     if settings.slack_bot_token is None:

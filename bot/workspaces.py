@@ -2,7 +2,8 @@
 
 One bot token (``SLACK_BOT_TOKEN``): one client, whatever the team. Installs by OAuth: each
 team's bot token from the installation store, its client built once (timed, like every client
-of ours) and kept for a short while, so a token replaced by a new install is picked up."""
+of ours) and kept for a short while, so a token replaced by a new install is picked up. With
+token rotation, a token is refreshed before it expires (``bot.token_rotation``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackTokenRotationError
+from slack_sdk.oauth.installation_store import Bot
 
 from agent_runtime.policy import Policy
 from bot.installations import InstallationStore
+from bot.token_rotation import TokenRefresher
 
 logger = logging.getLogger(__name__)
 CLIENT_TTL = 60.0
@@ -26,9 +30,18 @@ CLIENT_TTL = 60.0
 class WorkspaceNotInstalled(Exception):
     """The bot is not installed in this workspace (never installed, or uninstalled)."""
 
-    def __init__(self, team_id: str | None) -> None:
-        super().__init__(f"the bot is not installed in workspace {team_id or '(none)'}")
+    def __init__(self, team_id: str | None, *, reason: str | None = None) -> None:
+        super().__init__(reason or f"the bot is not installed in workspace {team_id or '(none)'}")
         self.team_id = team_id
+
+
+class TokenNotRefreshed(WorkspaceNotInstalled):
+    """The workspace's bot token is expiring and Slack refused to refresh it: nothing can be
+    said there while it refuses (a spent or revoked refresh token: until a new install)."""
+
+    def __init__(self, team_id: str, error: str) -> None:
+        reason = f"the bot token of workspace {team_id} was not refreshed ({error})"
+        super().__init__(team_id, reason=reason)
 
 
 class Workspaces(Protocol):
@@ -82,10 +95,12 @@ class _Team:
     read_at: float
     url: str | None = None
     url_known: bool = False
+    expires_at: float | None = None
 
 
 class InstalledWorkspaces:
-    """Clients per team from the installation store; ``make_client(token)`` builds one."""
+    """Clients per team from the installation store; ``make_client(token)`` builds one;
+    ``refresher`` (installs by OAuth) refreshes expiring tokens."""
 
     def __init__(
         self,
@@ -94,8 +109,10 @@ class InstalledWorkspaces:
         make_client: Callable[[str], WebClient],
         ttl: float = CLIENT_TTL,
         clock: Callable[[], float] = time.monotonic,
+        refresher: TokenRefresher | None = None,
     ) -> None:
         self.store = store
+        self.refresher = refresher
         self.make_client = make_client
         self.ttl = ttl
         self.clock = clock
@@ -144,21 +161,36 @@ class InstalledWorkspaces:
         with self._lock:
             known = self._teams.get(team_id)
             removals = self._removals.get(team_id, 0)
-        if known is not None and now - known.read_at < self.ttl:
+        if known is not None and now - known.read_at < self.ttl and not self._due(known):
             return known
         bot = self.store.find_bot(enterprise_id=None, team_id=team_id)
         if bot is None or not bot.bot_token:
             with self._lock:
                 self._teams.pop(team_id, None)
             raise WorkspaceNotInstalled(team_id)
-        if known is not None and known.client.token == bot.bot_token:
-            fresh = _Team(known.client, bot.bot_user_id, now, known.url, known.url_known)
+        bot = self._fresh(team_id, bot)
+        token, expires = str(bot.bot_token), bot.bot_token_expires_at
+        if known is not None and known.client.token == token:
+            fresh = _Team(known.client, bot.bot_user_id, now, known.url, known.url_known, expires)
         else:
-            fresh = _Team(self.make_client(bot.bot_token), bot.bot_user_id, now)
+            fresh = _Team(self.make_client(token), bot.bot_user_id, now, expires_at=expires)
         with self._lock:
             if self._removals.get(team_id, 0) == removals:
                 self._teams[team_id] = fresh
         return fresh
+
+    def _due(self, team: _Team) -> bool:
+        return self.refresher is not None and self.refresher.due(team.expires_at)
+
+    def _fresh(self, team_id: str, bot: Bot) -> Bot:
+        """A token that expires soon is refreshed first; a refused refresh fails this
+        workspace only (logged by the refresher)."""
+        if self.refresher is None:
+            return bot
+        try:
+            return self.refresher.fresh(bot)
+        except SlackTokenRotationError as exc:
+            raise TokenNotRefreshed(team_id, exc.api_error.response.get("error", "")) from exc
 
 
 def group_clients(policy: Policy, workspaces: Workspaces) -> Callable[[str], WebClient | None]:

@@ -13,7 +13,7 @@ import time
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from bot.sandbox.installs import InstallGrants, access_answer
+from bot.sandbox.installs import ExpiringTokens, InstallGrants, access_answer
 from bot.sandbox.misbehaviour import HOLD_LIMIT, Dropped, Misbehaviour, Misbehaviours
 from bot.sandbox.socket_mode import SocketModeRelay
 from bot.sandbox.state import RESPONSE_URL_USES, Ephemeral, Message, SandboxState, View
@@ -54,6 +54,8 @@ class SlackSandbox:
         """Each workspace's bot token (a second one: ``add_workspace``)."""
         self.bot_users = {self.state.team_id: self.state.bot_user_id}
         self.installs = InstallGrants()
+        self.expiring = ExpiringTokens()
+        """Token rotation (off until ``expiring.enable``)."""
         self._caller = threading.local()
 
     @property
@@ -147,6 +149,7 @@ class SlackSandbox:
         if method == "oauth.v2.access":
             return self._oauth_v2_access(args, client)
         team = next((t for t, known in self.team_tokens.items() if known == token), None)
+        team = team or self.expiring.team_of(token)
         if team is None:
             raise SlackApiError("invalid_auth" if token else "not_authed")
         self._caller.team = team
@@ -186,10 +189,18 @@ class SlackSandbox:
     def _oauth_v2_access(
         self, args: dict[str, Any], client: tuple[str, str] | None
     ) -> dict[str, Any]:
+        """An install's code for its token, or (token rotation) a refresh token for a new one."""
+        if args.get("grant_type") == "refresh_token":
+            answer = self.expiring.refresh(args, client)
+            self.state.change(lambda: self.state.calls.append("oauth.v2.access"))
+            return answer
         team, user = self.installs.exchange(args, client)
         self.state.change(lambda: self.state.calls.append("oauth.v2.access"))
-        token, bot_user = self.team_tokens[team], self.bot_users[team]
-        return access_answer(team=team, user=user, token=token, bot_user=bot_user)
+        token, rotation = self.expiring.installed(team, self.team_tokens[team])
+        bot_user = self.bot_users[team]
+        return access_answer(
+            team=team, user=user, token=token, bot_user=bot_user, rotation=rotation
+        )
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         team = self.caller_team()
