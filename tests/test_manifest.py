@@ -29,6 +29,8 @@ SCOPES = {
     "conversations_history": {"channels:history", "groups:history"},
     "conversations_replies": {"channels:history", "groups:history"},
     "conversations_open": {"im:write"},
+    # token rotation: an expiring bot token is exchanged with the app's client id and secret
+    "oauth_v2_access": set(),
     "usergroups_users_list": {"usergroups:read"},
     "views_open": set(),
     "views_push": set(),
