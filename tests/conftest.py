@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,13 @@ from bot.sandbox import people
 from bot.sandbox.driver import SlackDriver
 from bot.sandbox.server import SANDBOX_TOKEN, SlackSandbox
 from bot.settings import load_settings
+from tests.migrated import (
+    create_database,
+    database_url,
+    drop_database,
+    migrated_pg_template,
+    migrated_sqlite_url,
+)
 
 PG_ADMIN_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://127.0.0.1:5432/test")
 
@@ -48,18 +54,37 @@ def pg_admin_url() -> str:
 @pytest.fixture
 def pg_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
-    name = f"approval_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = pg_admin_url.rpartition("/")
-    yield f"{base}/{name}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    name = create_database(pg_admin_url)
+    yield database_url(pg_admin_url, name)
+    drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    """This test process's migrated database to copy; no other process uses it."""
+    name = migrated_pg_template(pg_admin_url)
+    yield name
+    drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def migrated_pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """A PostgreSQL database at the newest revision with an unkeyed audit log, for one test."""
+    name = create_database(pg_admin_url, template=pg_template)
+    yield database_url(pg_admin_url, name)
+    drop_database(pg_admin_url, name)
 
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'bot.db'}"
+    """A store at the newest revision with an unkeyed audit log (a copy: see tests.migrated)."""
+    return migrated_sqlite_url(tmp_path / "bot.db")
+
+
+@pytest.fixture
+def new_sqlite_url(tmp_path: Path) -> str:
+    """Where a new store will be: nothing is there yet."""
+    return f"sqlite:///{tmp_path / 'new.db'}"
 
 
 @dataclass

@@ -17,13 +17,14 @@ from agent_runtime.graph_runtime import DEFAULT_AGENT, GraphRuntime, open_runtim
 from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Policy, load_policy
 from store.db import Database
-from store.migrate import upgrade
+from store.migrate import current_revision, head_revision
 from store.models import utcnow
 from tests.migrated import migrated_sqlite_url
 
 SEND = 'send_external_message {"recipient": "a@example.com", "text": "hi"}'
 REVIEWER = Actor("U0REL1", "T1")
 REQUESTER = Actor("U0ALICE", "T1")
+NEWEST = head_revision()  # the revision every store handed to make_env must be at
 
 
 @dataclass
@@ -93,7 +94,8 @@ def make_env(
 ) -> Env:
     url = url or migrated_sqlite_url(tmp_path / "e.db")
     db = Database(url)
-    upgrade(db.engine)  # a copy of a migrated store, or a new PostgreSQL one
+    revision = current_revision(db.engine)
+    assert revision == NEWEST, f"{url} is at revision {revision}, not the newest"
     policy = load_policy(None)
     workspace = Workspace(tmp_path / "ws").ensure()
     notes = Recorder()

@@ -34,7 +34,7 @@ class Lookups:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env, list[str]]]:
-    url = None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
     log: list[str] = []
     env = make_env(tmp_path, url=url, usergroup_members=Lookups(log))
     yield env, log
@@ -164,11 +164,11 @@ def test_a_completing_decision_inserts_its_audit_events_in_one_statement(
 
 
 def test_the_resumers_look_at_the_claim_is_its_own_transaction_on_postgresql(
-    pg_url: str, tmp_path: Path
+    migrated_pg_url: str, tmp_path: Path
 ) -> None:
     """The one short read between the claiming transaction and the resume: no BEGIN and
     COMMIT round trips around it on the click's path."""
-    env = make_env(tmp_path, url=pg_url)
+    env = make_env(tmp_path, url=migrated_pg_url)
     try:
         _run, action_id = paused_run(env)
         attempt = _attempt(env, action_id, REVIEWER)

@@ -175,10 +175,10 @@ def test_a_decision_redraws_the_digest_at_once(tmp_path):
     assert env.notes.requested == [] and env.notes.updated == [], "never drawn as a card"
 
 
-def test_two_replicas_post_one_digest_listing_each_request_once(tmp_path, pg_url):
+def test_two_replicas_post_one_digest_listing_each_request_once(tmp_path, migrated_pg_url):
     clock = Clock()
-    first = digest_env(tmp_path / "a", clock, url=pg_url)
-    second = digest_env(tmp_path / "b", clock, url=pg_url, run=False)
+    first = digest_env(tmp_path / "a", clock, url=migrated_pg_url)
+    second = digest_env(tmp_path / "b", clock, url=migrated_pg_url, run=False)
     clock.now += dt.timedelta(hours=1, minutes=1)
     barrier = threading.Barrier(2)
 

@@ -20,10 +20,10 @@ MARKER = "confidential-launch-codename-zebra"
 KEY = base64.b64encode(os.urandom(32)).decode()
 
 
-def test_tool_arguments_are_not_readable_in_postgres_checkpoint_blobs(tmp_path, pg_url):
-    env = make_env(tmp_path, url=pg_url, key=parse_key(KEY))
+def test_tool_arguments_are_not_readable_in_postgres_checkpoint_blobs(tmp_path, migrated_pg_url):
+    env = make_env(tmp_path, url=migrated_pg_url, key=parse_key(KEY))
     paused_run(env, f'send_external_message {{"recipient": "x@example.com", "text": "{MARKER}"}}')
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(migrated_pg_url) as conn:
         blobs = conn.execute("SELECT blob FROM checkpoint_blobs").fetchall()
         writes = conn.execute("SELECT blob FROM checkpoint_writes").fetchall()
     stored = b"".join(bytes(row[0]) for row in blobs + writes if row[0] is not None)
@@ -32,11 +32,11 @@ def test_tool_arguments_are_not_readable_in_postgres_checkpoint_blobs(tmp_path, 
     assert env.runtime.state(env.notes.requested[-1].run.id).interrupts, "still readable"
 
 
-def test_plain_checkpoints_do_contain_the_arguments(tmp_path, pg_url):
+def test_plain_checkpoints_do_contain_the_arguments(tmp_path, migrated_pg_url):
     """The control: without a key the same marker is in the blobs, so the test above can fail."""
-    env = make_env(tmp_path, url=pg_url)
+    env = make_env(tmp_path, url=migrated_pg_url)
     paused_run(env, f'send_external_message {{"recipient": "x@example.com", "text": "{MARKER}"}}')
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(migrated_pg_url) as conn:
         rows = conn.execute("SELECT blob FROM checkpoint_blobs").fetchall()
     assert MARKER.encode() in b"".join(bytes(r[0]) for r in rows if r[0] is not None)
 

@@ -286,13 +286,13 @@ def test_a_tool_the_catalog_cannot_see_is_never_exempt(tmp_path):
         gate.run(config("run_x"), tool_name="publish", args={"channel": "internal"}, effect=str)
 
 
-def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, pg_url):
+def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, migrated_pg_url):
     """Two processes' calls spend the same approval at the same moment: one effect, one
     refusal, on the production store."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    env = make_env(tmp_path, url=pg_url)
+    env = make_env(tmp_path, url=migrated_pg_url)
     try:
         run_id, _action = paused_run(env)
         with env.db.transaction() as s:

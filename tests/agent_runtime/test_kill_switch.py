@@ -173,7 +173,7 @@ def test_a_pause_landing_after_the_resume_was_claimed_stops_the_effect_and_says_
 
 
 def test_on_postgresql_a_pause_cannot_commit_while_a_grant_is_being_taken(
-    tmp_path, pg_url, monkeypatch
+    tmp_path, migrated_pg_url, monkeypatch
 ):
     """The gate holds the switch's row (shared) from its check until the grant commits: a pause
     from another connection in that window waits (here: times out), so no grant is taken
@@ -184,7 +184,7 @@ def test_on_postgresql_a_pause_cannot_commit_while_a_grant_is_being_taken(
     from store.control_models import ExecutionSwitch
     from store.executions import ExecutionRepository
 
-    env = make_env(tmp_path, url=pg_url)
+    env = make_env(tmp_path, url=migrated_pg_url)
     try:
         run_id, _action = paused_run(env)
         approved_and_resuming(env, run_id)

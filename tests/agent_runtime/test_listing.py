@@ -38,7 +38,7 @@ def _groups(group: str) -> frozenset[str]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env, Clock]]:
-    url = None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
     clock = Clock()
     env = make_env(tmp_path, url=url, clock=clock, usergroup_members=_groups)
     yield env, clock

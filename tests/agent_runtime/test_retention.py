@@ -14,8 +14,8 @@ from store.repositories import AuditRepository
 from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 
 
-def test_prune_removes_finished_checkpoints_only_and_keeps_the_record(tmp_path, pg_url):
-    env = make_env(tmp_path, url=pg_url)
+def test_prune_removes_finished_checkpoints_only_and_keeps_the_record(tmp_path, migrated_pg_url):
+    env = make_env(tmp_path, url=migrated_pg_url)
     done_run, action_id = paused_run(env)
     decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
     waiting_run, _ = paused_run(env, 'delete_project_file {"path": "notes/old.txt"}')

@@ -45,10 +45,10 @@ def test_reminder_names_eligible_reviewers_but_not_the_requester(tmp_path):
     assert escalation is None
 
 
-def test_two_replicas_expire_a_request_once(tmp_path, pg_url):
+def test_two_replicas_expire_a_request_once(tmp_path, migrated_pg_url):
     clock = Clock()
-    first = make_env(tmp_path / "a", url=pg_url, clock=clock)
-    second = make_env(tmp_path / "b", url=pg_url, clock=clock)
+    first = make_env(tmp_path / "a", url=migrated_pg_url, clock=clock)
+    second = make_env(tmp_path / "b", url=migrated_pg_url, clock=clock)
     second.workspace = first.workspace
     paused_run(first)
     clock.now += dt.timedelta(hours=5)

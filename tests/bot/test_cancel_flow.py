@@ -143,12 +143,14 @@ def test_a_forged_run_id_is_refused_and_audited(serve_bot, sqlite_url):
     assert only_run(h).status == "waiting"
 
 
-def test_a_cancel_while_the_run_is_working_is_answered_not_queued(serve_bot, pg_url, monkeypatch):
+def test_a_cancel_while_the_run_is_working_is_answered_not_queued(
+    serve_bot, migrated_pg_url, monkeypatch
+):
     """A run busy in a long step holds its lock; a Cancel waits a few seconds at most, then
     asks the user to try again (audited), and leaves the run as it was; the inbox worker is
     free again."""
     monkeypatch.setattr("agent_runtime.engine.CANCEL_WAIT_SECONDS", 0.3)
-    h = serve_bot(pg_url)
+    h = serve_bot(migrated_pg_url)
     root, card = start(h, SEND)
     run = only_run(h)
     with h.bot.engine.locks.hold(run.id):  # the agent or a tool is running

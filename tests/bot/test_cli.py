@@ -210,14 +210,22 @@ def test_audit_verify_catches_the_owner_cutting_the_tail_on_postgresql(
     )
 
 
-def test_the_bot_will_not_start_with_another_audit_key(serve_bot, sqlite_url):
+def test_the_bot_will_not_start_with_another_audit_key(serve_bot, new_sqlite_url):
     from store.audit_chain import AuditChainError
 
-    serve_bot(sqlite_url, audit_key=AUDIT_KEY)
+    serve_bot(new_sqlite_url, audit_key=AUDIT_KEY)  # a new store is keyed from its first event
     with pytest.raises(AuditChainError, match="head does not match AUDIT_KEY"):
-        serve_bot(sqlite_url, audit_key="y" * 40)
+        serve_bot(new_sqlite_url, audit_key="y" * 40)
     with pytest.raises(AuditChainError, match="the log is keyed: set AUDIT_KEY"):
-        serve_bot(sqlite_url)
+        serve_bot(new_sqlite_url)
+
+
+def test_a_bot_with_a_key_will_not_start_on_an_unkeyed_log(serve_bot, sqlite_url):
+    from store.audit_chain import AuditChainError
+
+    serve_bot(sqlite_url)
+    with pytest.raises(AuditChainError, match="AUDIT_KEY is set but the log's head is not keyed"):
+        serve_bot(sqlite_url, audit_key=AUDIT_KEY)
 
 
 UNUSABLE = {

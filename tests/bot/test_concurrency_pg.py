@@ -28,8 +28,8 @@ REVIEWERS = [people.RELEASE_MANAGER, people.RELEASE_MANAGER_2, people.SECURITY]
 PENDING_HEADER = "Approval needed: 1 action waiting"
 
 
-def test_twenty_concurrent_approvals_resume_once(serve_bot, pg_url):
-    h = serve_bot(pg_url)
+def test_twenty_concurrent_approvals_resume_once(serve_bot, migrated_pg_url):
+    h = serve_bot(migrated_pg_url)
     root, card = start_run(h, SEND)
     approve = button(card, "Approve")
     clickers = [REVIEWERS[i % len(REVIEWERS)] for i in range(20)]
@@ -57,10 +57,12 @@ def test_twenty_concurrent_approvals_resume_once(serve_bot, pg_url):
     assert len(decisions) == 1
 
 
-def test_concurrent_approvals_of_one_action_in_a_batch_record_one_decision(serve_bot, pg_url):
+def test_concurrent_approvals_of_one_action_in_a_batch_record_one_decision(
+    serve_bot, migrated_pg_url
+):
     """The request stays pending after the first approval, so only the action's own state can
     refuse the others: it must be read fresh under the lock."""
-    h = serve_bot(pg_url)
+    h = serve_bot(migrated_pg_url)
     _root, card = start_run(h, f"{SEND}\n{DELETE}")
     approve_first = button(card, "Approve", 0)
     clickers = [REVIEWERS[i % len(REVIEWERS)] for i in range(12)]
@@ -100,13 +102,13 @@ def _race(h, *, late_cancel: bool) -> tuple[Message, Message, Button, int]:  # t
 
 
 def test_a_cancelled_run_never_resumes_even_if_an_approval_click_races_the_cancel(
-    serve_bot, pg_url
+    serve_bot, migrated_pg_url
 ):
     """Either the approval resumed the run to its end first (then the cancel answers that the
     run is no longer waiting), or the run is cancelled and the tool never ran, whatever was
     decided or claimed before. Rounds alternate: Cancel with the clicks, Cancel with the
     resume."""
-    h = serve_bot(pg_url)
+    h = serve_bot(migrated_pg_url)
     seen: list[str] = []
     for round_ in range(6):
         told_before = len(h.state.ephemerals_for(people.REQUESTER))

@@ -59,11 +59,15 @@ def check_the_outcome(
 
 
 @pytest.mark.parametrize("point", DECISION_POINTS)
-def test_a_crash_at_any_point_is_finished_by_the_next_process(point, pg_url, tmp_path: Path):
+def test_a_crash_at_any_point_is_finished_by_the_next_process(
+    point, migrated_pg_url, tmp_path: Path
+):
     sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
     state = sandbox.state
     workspace = tmp_path / "workspace"
-    crashing = BotProcess(bot_env(sandbox, pg_url, workspace, APPROVAL_BOT_FAULT=point), sandbox)
+    crashing = BotProcess(
+        bot_env(sandbox, migrated_pg_url, workspace, APPROVAL_BOT_FAULT=point), sandbox
+    )
     try:
         root, card = start_and_find_card(crashing, state)
         try:
@@ -77,22 +81,24 @@ def test_a_crash_at_any_point_is_finished_by_the_next_process(point, pg_url, tmp
         if crashing.proc.poll() is None:
             crashing.kill()
 
-    survivor = BotProcess(bot_env(sandbox, pg_url, workspace), sandbox)
+    survivor = BotProcess(bot_env(sandbox, migrated_pg_url, workspace), sandbox)
     try:
         state.wait_for(lambda: settled(state, root, card=card), timeout=WAIT)
     finally:
         survivor.stop()
         sandbox.stop()
-    check_the_outcome(state, root, card=card, pg_url=pg_url, ws=workspace)
+    check_the_outcome(state, root, card=card, pg_url=migrated_pg_url, ws=workspace)
 
 
-def test_a_card_posted_just_before_a_crash_is_adopted_not_posted_twice(pg_url, tmp_path: Path):
+def test_a_card_posted_just_before_a_crash_is_adopted_not_posted_twice(
+    migrated_pg_url, tmp_path: Path
+):
     """Killed after Slack took the card, before its reference was stored: the next process
     finds that card in the thread (by its metadata), and the approval works from it."""
     sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
     state = sandbox.state
     workspace = tmp_path / "workspace"
-    env = bot_env(sandbox, pg_url, workspace, APPROVAL_BOT_FAULT="after_card_post")
+    env = bot_env(sandbox, migrated_pg_url, workspace, APPROVAL_BOT_FAULT="after_card_post")
     crashing = BotProcess(env, sandbox)
     try:
         root, card = start_and_find_card(crashing, state)
@@ -101,7 +107,7 @@ def test_a_card_posted_just_before_a_crash_is_adopted_not_posted_twice(pg_url, t
         if crashing.proc.poll() is None:
             crashing.kill()
 
-    survivor = BotProcess(bot_env(sandbox, pg_url, workspace), sandbox)  # reconciles first
+    survivor = BotProcess(bot_env(sandbox, migrated_pg_url, workspace), sandbox)  # reconciles first
     try:
         assert len(cards_in(state, root)) == 1, "the card was posted again"
         approve(survivor, card)
@@ -109,4 +115,4 @@ def test_a_card_posted_just_before_a_crash_is_adopted_not_posted_twice(pg_url, t
     finally:
         survivor.stop()
         sandbox.stop()
-    check_the_outcome(state, root, card=card, pg_url=pg_url, ws=workspace)
+    check_the_outcome(state, root, card=card, pg_url=migrated_pg_url, ws=workspace)

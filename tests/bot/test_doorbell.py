@@ -46,8 +46,10 @@ def test_one_ring_wakes_one_of_several_waiters_and_close_wakes_them_all() -> Non
     assert woken == [True, True, True]
 
 
-def test_a_click_costs_a_few_claims_however_many_workers_wait(serve_bot, pg_url, monkeypatch):
-    h = serve_bot(pg_url, worker_threads=8)
+def test_a_click_costs_a_few_claims_however_many_workers_wait(
+    serve_bot, migrated_pg_url, monkeypatch
+):
+    h = serve_bot(migrated_pg_url, worker_threads=8)
     claims: list[int] = []
     claim = InboxRepository.claim_next
 
@@ -65,7 +67,7 @@ def test_a_click_costs_a_few_claims_however_many_workers_wait(serve_bot, pg_url,
     assert 1 <= len(claims) <= 4, f"{len(claims)} claiming transactions for one click"
 
 
-def test_a_click_rings_once_in_the_process_that_stored_it(serve_bot, pg_url, monkeypatch):
+def test_a_click_rings_once_in_the_process_that_stored_it(serve_bot, migrated_pg_url, monkeypatch):
     """Its own NOTIFY rings no second worker there; another process's NOTIFY does ring."""
     rings: list[int] = []
     heard: list[str] = []
@@ -85,14 +87,14 @@ def test_a_click_rings_once_in_the_process_that_stored_it(serve_bot, pg_url, mon
 
     # Watched from the start: a NOTIFY is never read by a look begun before the patch.
     monkeypatch.setattr(psycopg.Connection, "notifies", listened)
-    h = serve_bot(pg_url, worker_threads=8)
+    h = serve_bot(migrated_pg_url, worker_threads=8)
     root, card = start_run(h, SEND)
     assert h.bot.listeners.wait_idle(timeout=60)
     monkeypatch.setattr(Doorbell, "ring", counted)
     h.bot.services.handoff.close()  # stored queued, so it is announced by a NOTIFY
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     result_message(h, root)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(migrated_pg_url, autocommit=True) as conn:
         conn.execute("SELECT pg_notify(%s, %s)", (INBOX_CHANNEL, "elsewhere 0"))
     with done:  # notifications arrive in order: the click's own was acted on before it
         assert done.wait_for(lambda: "elsewhere 0" in heard, timeout=60)

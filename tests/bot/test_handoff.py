@@ -30,8 +30,8 @@ LEASE = dt.timedelta(minutes=1)
 
 
 @pytest.fixture
-def db(pg_url: str) -> Iterator[Database]:
-    database = Database(pg_url)
+def db(migrated_pg_url: str) -> Iterator[Database]:
+    database = Database(migrated_pg_url)
     upgrade(database.engine)
     yield database
     database.dispose()
@@ -102,9 +102,9 @@ def test_items_for_a_pool_that_stopped_while_they_were_stored_are_queued_again(d
 
 
 def test_a_click_handed_to_an_idle_worker_is_worked_once_without_a_claim(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
-    h = serve_bot(pg_url, worker_threads=2)
+    h = serve_bot(migrated_pg_url, worker_threads=2)
     claimed: list[int] = []
     claim = InboxRepository.claim_next
 
@@ -127,10 +127,12 @@ def test_a_click_handed_to_an_idle_worker_is_worked_once_without_a_claim(
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
 
 
-def test_a_handed_over_click_whose_worker_never_works_it_is_claimed_again(serve_bot, pg_url):
+def test_a_handed_over_click_whose_worker_never_works_it_is_claimed_again(
+    serve_bot, migrated_pg_url
+):
     """The process dies with the item in memory: it is stored claimed, so once its lease runs
     out another worker claims it (a second attempt) and decides it."""
-    h = serve_bot(pg_url, inbox_workers=False)
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     handoff = h.bot.services.handoff
     handoff.open(owner="a-process-about-to-die", lease=LEASE)
     root, card = start_run(h, SEND)
@@ -147,9 +149,9 @@ def test_a_handed_over_click_whose_worker_never_works_it_is_claimed_again(serve_
 
 
 def test_items_handed_over_before_the_pool_stops_are_worked_before_it_exits(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
-    h = serve_bot(pg_url, inbox_workers=False, worker_threads=1)
+    h = serve_bot(migrated_pg_url, inbox_workers=False, worker_threads=1)
     inbox, handoff = h.bot.inbox, h.bot.services.handoff
     first_root, first = start_run(h, SEND)
     second_root, second = start_run(h, SEND)
@@ -184,9 +186,9 @@ def test_items_handed_over_before_the_pool_stops_are_worked_before_it_exits(
 
 
 def test_a_handed_over_click_that_fails_is_given_back_to_be_tried_again(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
-    h = serve_bot(pg_url, worker_threads=1)
+    h = serve_bot(migrated_pg_url, worker_threads=1)
     given_back = threading.Event()
     retry_later = InboxRepository.retry_later
 
@@ -274,11 +276,11 @@ def test_a_late_item_is_kept_only_while_it_is_still_its_first_claim(db):
 
 
 def test_a_click_handed_over_while_its_worker_stays_busy_is_worked_once(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
     """The worker counted idle took other work and stayed busy past the lease: the item is
     claimed again elsewhere, and the busy worker, taking it late, leaves it alone."""
-    h = serve_bot(pg_url, inbox_workers=False)
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     handoff = h.bot.services.handoff
     clock = Clock()
     handoff.clock = clock

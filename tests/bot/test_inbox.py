@@ -77,9 +77,9 @@ def recorded(h: Harness) -> tuple[int, list[str | None]]:
 
 
 def test_a_redone_approve_records_one_decision_and_runs_the_tool_once(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
-    h = serve_bot(pg_url, inbox_workers=False)
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     root, card = start_run(h, SEND)
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     assert h.bot.listeners.wait_idle(timeout=60)
@@ -95,8 +95,8 @@ def test_a_redone_approve_records_one_decision_and_runs_the_tool_once(
     assert h.state.ephemerals_for(people.RELEASE_MANAGER) == []
 
 
-def test_a_redone_reject_submission_records_one_decision(serve_bot, pg_url, monkeypatch):
-    h = serve_bot(pg_url, inbox_workers=False)
+def test_a_redone_reject_submission_records_one_decision(serve_bot, migrated_pg_url, monkeypatch):
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     root, card = start_run(h, SEND)
     modal = open_modal(h, people.RELEASE_MANAGER, card, "Reject")
     values = {"reject_reason": {"reason": "Not now"}}
@@ -114,11 +114,11 @@ def test_a_redone_reject_submission_records_one_decision(serve_bot, pg_url, monk
 
 
 def test_an_approve_all_cut_short_by_a_crash_is_finished_by_the_redo(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
     """Killed after the first of two decisions: the redo counts that one as part of what the
     card showed (the card changed since) and approves the second."""
-    h = serve_bot(pg_url, inbox_workers=False)
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     root, card = start_run(h, f"{SEND}\n{DELETE}")
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, APPROVE_ALL))
     assert h.bot.listeners.wait_idle(timeout=60)
@@ -145,12 +145,12 @@ def test_an_approve_all_cut_short_by_a_crash_is_finished_by_the_redo(
     assert h.state.ephemerals_for(people.RELEASE_MANAGER) == []
 
 
-def test_approval_bot_worker_decides_what_a_serve_without_workers_stored(pg_url, tmp_path):
+def test_approval_bot_worker_decides_what_a_serve_without_workers_stored(migrated_pg_url, tmp_path):
     """``serve`` with INBOX_WORKERS=false only stores the click; a separate
     ``approval-bot worker`` process (woken by NOTIFY, or its poll) decides it."""
     sandbox = SlackSandbox(users=people.USERS, usergroups=people.USERGROUPS).start()
     workspace = tmp_path / "workspace"
-    env = bot_env(sandbox, pg_url, workspace, INBOX_WORKERS="false")
+    env = bot_env(sandbox, migrated_pg_url, workspace, INBOX_WORKERS="false")
     server = BotProcess(env, sandbox)
     worker = None
     try:
@@ -165,15 +165,15 @@ def test_approval_bot_worker_decides_what_a_serve_without_workers_stored(pg_url,
             worker.wait(timeout=60)
         server.stop()
         sandbox.stop()
-    check_the_outcome(sandbox.state, root, card=card, pg_url=pg_url, ws=workspace)
+    check_the_outcome(sandbox.state, root, card=card, pg_url=migrated_pg_url, ws=workspace)
 
 
 def test_a_worker_whose_item_was_taken_over_stops_renewing_and_says_so(
-    serve_bot, pg_url, monkeypatch
+    serve_bot, migrated_pg_url, monkeypatch
 ):
     """A worker presumed dead (its lease ran out) finds at its next renewal that another
     took the item: it stops renewing, counts it, and the redo decides nothing twice."""
-    h = serve_bot(pg_url, inbox_workers=False)
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     _root, card = start_run(h, SEND)
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     lost = threading.Event()
@@ -199,11 +199,11 @@ def test_a_worker_whose_item_was_taken_over_stops_renewing_and_says_so(
 
 
 def test_on_postgresql_a_worker_claims_and_finishes_an_item_each_in_its_own_statement(
-    serve_bot, pg_url
+    serve_bot, migrated_pg_url
 ):
     """The claim and the finish are single statements: each its own transaction, with no
     BEGIN and COMMIT round trips around it."""
-    h = serve_bot(pg_url, inbox_workers=False)
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
     _root, card = start_run(h, SEND)
     h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
     assert h.bot.listeners.wait_idle(timeout=60)

@@ -88,10 +88,10 @@ def test_a_failed_transaction_fails_each_of_its_items(db, monkeypatch):
     assert stored(db) == 0
 
 
-def test_on_postgresql_a_click_is_stored_in_one_round_trip(pg_url):
+def test_on_postgresql_a_click_is_stored_in_one_round_trip(migrated_pg_url):
     """The write on every click's path before its ack: one statement, its own transaction,
     with no BEGIN and COMMIT round trips around it."""
-    database = Database(pg_url)
+    database = Database(migrated_pg_url)
     upgrade(database.engine)
     writer = InboxWriter(database)
     try:

@@ -32,7 +32,7 @@ def db(request, tmp_path) -> Iterator[Database]:  # type: ignore[no-untyped-def]
     url = (
         f"sqlite:///{tmp_path / 'installs.db'}"
         if request.param == "sqlite"
-        else request.getfixturevalue("pg_url")
+        else request.getfixturevalue("migrated_pg_url")
     )
     database = Database(url)
     upgrade(database.engine)

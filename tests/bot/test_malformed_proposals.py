@@ -10,8 +10,8 @@ from store.models import ApprovalRequest, Run
 from tests.bot.flows import result_message
 
 
-def test_a_number_json_cannot_hold_fails_the_run_clearly_on_postgresql(serve_bot, pg_url):
-    h = serve_bot(pg_url)
+def test_a_number_json_cannot_hold_fails_the_run_clearly_on_postgresql(serve_bot, migrated_pg_url):
+    h = serve_bot(migrated_pg_url)
     reply = h.driver.slash_command(
         user=people.REQUESTER,
         channel=people.CHANNEL,

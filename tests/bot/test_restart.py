@@ -26,8 +26,8 @@ def sandbox() -> Iterator[SlackSandbox]:
     box.stop()
 
 
-def test_run_resumes_after_the_bot_process_is_killed(pg_url, sandbox, tmp_path: Path):
-    env = bot_env(sandbox, pg_url, tmp_path / "workspace")
+def test_run_resumes_after_the_bot_process_is_killed(migrated_pg_url, sandbox, tmp_path: Path):
+    env = bot_env(sandbox, migrated_pg_url, tmp_path / "workspace")
     state = sandbox.state
     first = BotProcess(env, sandbox)
     try:
@@ -60,8 +60,10 @@ def test_run_resumes_after_the_bot_process_is_killed(pg_url, sandbox, tmp_path: 
     assert returncode == 0, "SIGTERM stops the bot cleanly"
 
 
-def test_sigterm_finishes_the_resume_in_flight_before_exiting(pg_url, sandbox, tmp_path: Path):
-    env = bot_env(sandbox, pg_url, tmp_path / "workspace")
+def test_sigterm_finishes_the_resume_in_flight_before_exiting(
+    migrated_pg_url, sandbox, tmp_path: Path
+):
+    env = bot_env(sandbox, migrated_pg_url, tmp_path / "workspace")
     state = sandbox.state
     bot = BotProcess(env, sandbox)
     bot.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
