@@ -4,9 +4,11 @@ mode on PostgreSQL, driven through the local Slack sandbox with signed requests.
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from agent_runtime.policy import load_policy
 from agent_runtime.wire import ResumeDecision, build_resume, pending_interrupts
 from bench.common import concurrently, fresh_database, ms, pct, table
 from bot.blocks.approval_card import HEADERS
+from bot.metrics import PREFIX
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.process import BotProcess, bot_env
@@ -52,6 +55,24 @@ def start_runs(
         return cards if len(cards) == n else None
 
     return [s for s, _ in results], state.wait_for(new_cards, timeout=300)
+
+
+def wait_settled(bot: BotProcess, timeout: float = 120) -> None:
+    """Until the bot's worker pool is idle: the runs just started have posted their cards and
+    finished what follows (the card's reference stored, the reviewers told). A burst of clicks
+    timed before that would also time the runs' start, which the floors never do."""
+    assert bot.admin_port is not None, "the bot logs its admin port at start"
+    url = f"http://127.0.0.1:{bot.admin_port}/metrics"
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            scraped = response.read().decode("utf-8")
+        busy = re.search(rf"^{PREFIX}_worker_tasks_in_flight (\S+)$", scraped, re.M)
+        assert busy is not None, "the bot reports its worker pool on /metrics"
+        if float(busy.group(1)) == 0:
+            return
+        assert time.monotonic() < deadline, "the bot's worker pool never went idle"
+        time.sleep(0.02)
 
 
 def click_all(bot: BotProcess, cards: list[Message]) -> list[float]:

@@ -34,6 +34,7 @@ from bench.http_bench import (
     plain_resumes,
     start_runs,
     wait_done,
+    wait_settled,
 )
 from bot.sandbox import people
 from bot.sandbox.process import BotProcess, bot_env
@@ -111,6 +112,7 @@ def _bot(
     they took), then single runs clicked one at a time, click to the run's result on the card."""
     n = scale.clicks
     _slash, cards = start_runs(bot, sandbox, n, f"change {{i}} {NO_TOOL}")
+    wait_settled(bot)
     same_clicks = _snapshot(cards)
     with metered(parts) as spent:
         start = time.perf_counter()
