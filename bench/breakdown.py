@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import TYPE_CHECKING
 
 from bench.common import table
-
-if TYPE_CHECKING:
-    from bench.ratios import Measured
+from bench.figures import Measured
 
 
 def to_result_table(m: Measured) -> str:

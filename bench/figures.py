@@ -3,6 +3,7 @@ and the pending list's latency read from ``bench.store_bench``'s table."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,26 @@ from bench import store_bench
 from bench.common import table
 
 LISTING_GOAL_MS = 20.0
+
+
+@dataclass
+class Measured:
+    """What one bot process and then its floors did, in seconds and approvals per second."""
+
+    acks: list[float]
+    rate: float
+    to_result: list[float]
+    rss_mib: float
+    peak_mib: float
+    floor_acks: list[float] = dataclasses.field(default_factory=list)
+    floor_rate: float = 0.0
+    floor_resumes: list[float] = dataclasses.field(default_factory=list)
+    durable_resumes: list[float] = dataclasses.field(default_factory=list)  # the durable floor
+    floor_rss_mib: float = 0.0
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per approval, by part
+    floor_cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per plain resume
+    bolt_cpu_ms: float = 0.0  # the bare Bolt app's CPU per click
+    write_cpu_ms: float = 0.0  # one durable row written and committed
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.breakdown import cpu_table, to_result_table
 from bench.common import fresh_database, pct
 from bench.cpu import Pids, database_backends, durable_write_ms, metered
-from bench.figures import Ratio, Report, pending_list
+from bench.figures import Measured, Ratio, Report, pending_list
 from bench.floors import WORKER_THREADS, BareBoltProcess, durable_to_result, plain_throughput
 from bench.http_bench import (
     SLOW,
@@ -73,26 +73,6 @@ def _sandbox() -> Iterator[SlackSandbox]:
 def _snapshot(cards: Sequence[Message]) -> list[Message]:
     """The cards as they were before any click, so the floor gets the very same payloads."""
     return [dataclasses.replace(c, blocks=copy.deepcopy(c.blocks), edited_at=[]) for c in cards]
-
-
-@dataclass
-class Measured:
-    """What one bot process and then its floors did, in seconds and approvals per second."""
-
-    acks: list[float]
-    rate: float
-    to_result: list[float]
-    rss_mib: float
-    peak_mib: float
-    floor_acks: list[float] = dataclasses.field(default_factory=list)
-    floor_rate: float = 0.0
-    floor_resumes: list[float] = dataclasses.field(default_factory=list)
-    durable_resumes: list[float] = dataclasses.field(default_factory=list)  # the durable floor
-    floor_rss_mib: float = 0.0
-    cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per approval, by part
-    floor_cpu: dict[str, float] = dataclasses.field(default_factory=dict)  # ms per plain resume
-    bolt_cpu_ms: float = 0.0  # the bare Bolt app's CPU per click
-    write_cpu_ms: float = 0.0  # one durable row written and committed
 
 
 def _parts(url: str, **processes: Pids) -> dict[str, Pids]:
