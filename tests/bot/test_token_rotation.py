@@ -269,3 +269,42 @@ def test_a_request_arriving_with_an_expired_token_is_authorized_with_a_refreshed
         assert bot.bot_token == found.bot_token != installed.bot_token
     finally:
         slack.stop()
+
+
+def test_a_refused_refresh_keeps_a_token_that_has_not_expired_yet(sandbox, db, caplog):
+    """Another replica spent the refresh token and has not saved its new token yet: the token
+    at hand works for a while still, so the workspace keeps it (the refusal logged)."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, refresh, 600)
+    WebClient(base_url=sandbox.api_url).oauth_v2_access(
+        client_id=SANDBOX_CLIENT_ID,
+        client_secret=SANDBOX_CLIENT_SECRET,
+        grant_type="refresh_token",
+        refresh_token=refresh,
+    )
+    with caplog.at_level(logging.ERROR):
+        client = replica(store, sandbox).client(ACME)
+    assert client.token == token
+    assert client.chat_postMessage(channel=people.CHANNEL, text="hello")["ok"]
+    assert any(ACME in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+
+
+def test_a_refresh_slack_cannot_be_reached_for_keeps_a_token_that_has_not_expired(sandbox, db):
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, refresh, 600)
+    refresher = TokenRefresher(
+        store,
+        client_id=SANDBOX_CLIENT_ID,
+        client_secret=SANDBOX_CLIENT_SECRET,
+        client=WebClient(base_url="http://127.0.0.1:9/api/"),
+    )
+    teams = InstalledWorkspaces(
+        store,
+        make_client=lambda t: WebClient(token=t, base_url=sandbox.api_url),
+        refresher=refresher,
+    )
+    assert teams.client(ACME).token == token
+    stored = store.find_bot(enterprise_id=None, team_id=ACME)
+    assert stored is not None and stored.bot_refresh_token == refresh, "kept for the next try"
