@@ -22,6 +22,9 @@ from bot.settings import Settings
 logger = logging.getLogger(__name__)
 ROTATION_MINUTES = 120
 """A token is refreshed this long before it expires (Bolt's default, used for Bolt too)."""
+LAST_SECONDS = 300
+"""A token expiring sooner than this is not used when its refresh fails: a call started with it
+could reach Slack after it expired."""
 
 
 class TokenRefresher:
@@ -53,7 +56,9 @@ class TokenRefresher:
     def fresh(self, bot: Bot) -> Bot:
         """``bot`` if its token is not due; otherwise the store's latest, refreshed by whoever
         comes first: one refresh per workspace at a time here, the others wait and take it.
-        Raises ``SlackTokenRotationError`` (logged) when Slack refuses the refresh."""
+        A failed refresh keeps a token that works a while yet; once it is about to expire,
+        raises ``SlackTokenRotationError`` (logged) when Slack refuses the refresh, or the
+        network error when Slack cannot be reached."""
         if bot.bot_refresh_token is None or not self.due(bot.bot_token_expires_at):
             return bot
         with self._lock_of(bot):
@@ -62,18 +67,35 @@ class TokenRefresher:
                 return stored  # refreshed meanwhile, here or by another replica
             try:
                 refreshed = self._refresh(stored)
-            except SlackApiError as exc:
-                elsewhere = self._read(bot)
-                if elsewhere is not None and elsewhere.bot_token != stored.bot_token:
-                    return elsewhere  # another replica spent the refresh token first
-                error = exc.response.get("error", exc)
-                logger.error(
-                    "the bot token of workspace %s was not refreshed: %s", bot.team_id, error
-                )
-                raise SlackTokenRotationError(exc) from exc
+            except (SlackApiError, OSError) as exc:
+                return self._unrefreshed(bot, stored, exc)
             self._save(stored, refreshed)
             logger.info("the bot token of workspace %s was refreshed", bot.team_id)
             return refreshed
+
+    def usable(self, expires_at: float | None) -> bool:
+        """Whether a token expiring then still works for a call started now."""
+        return expires_at is None or expires_at > self.now() + LAST_SECONDS
+
+    def _unrefreshed(self, bot: Bot, stored: Bot, exc: SlackApiError | OSError) -> Bot:
+        """After a failed refresh: the token another replica saved meanwhile (it spent the
+        refresh token first), else the token at hand while it works, else the failure."""
+        elsewhere = self._read(bot)
+        if elsewhere is not None and elsewhere.bot_token != stored.bot_token:
+            return elsewhere
+        error = exc.response.get("error", exc) if isinstance(exc, SlackApiError) else exc
+        usable = self.usable(stored.bot_token_expires_at)
+        logger.error(
+            "the bot token of workspace %s was not refreshed: %s%s",
+            bot.team_id,
+            error,
+            "; it is used until it expires" if usable else "",
+        )
+        if usable:
+            return stored
+        if isinstance(exc, SlackApiError):
+            raise SlackTokenRotationError(exc) from exc
+        raise exc
 
     def _lock_of(self, bot: Bot) -> threading.Lock:
         with self._locks_lock:
