@@ -308,3 +308,19 @@ def test_a_refresh_slack_cannot_be_reached_for_keeps_a_token_that_has_not_expire
     assert teams.client(ACME).token == token
     stored = store.find_bot(enterprise_id=None, team_id=ACME)
     assert stored is not None and stored.bot_refresh_token == refresh, "kept for the next try"
+
+
+def test_a_workspace_removed_before_its_refresh_is_not_installed_again(sandbox, db):
+    """The app was removed between reading the token and refreshing it: nothing is refreshed,
+    and its tokens are not written back to the store."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=60)
+    save(store, ACME, token, refresh, 60)
+    teams = replica(store, sandbox)
+    read = store.find_bot(enterprise_id=None, team_id=ACME)
+    assert read is not None and teams.refresher is not None
+    teams.removed(ACME)
+    teams.refresher.fresh(read)
+    assert store.find_bot(enterprise_id=None, team_id=ACME) is None
+    assert store.teams() == []
+    assert sandbox.expiring.refreshes == []
