@@ -62,7 +62,9 @@ class TokenRefresher:
         if bot.bot_refresh_token is None or not self.due(bot.bot_token_expires_at):
             return bot
         with self._lock_of(bot):
-            stored = self._read(bot) or bot
+            stored = self._read(bot)
+            if stored is None:
+                return bot  # the app was removed meanwhile: nothing to refresh or save
             if stored.bot_refresh_token is None or not self.due(stored.bot_token_expires_at):
                 return stored  # refreshed meanwhile, here or by another replica
             try:
