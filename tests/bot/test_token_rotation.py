@@ -324,3 +324,24 @@ def test_a_workspace_removed_before_its_refresh_is_not_installed_again(sandbox, 
     assert store.find_bot(enterprise_id=None, team_id=ACME) is None
     assert store.teams() == []
     assert sandbox.expiring.refreshes == []
+
+
+def test_a_refused_refresh_is_not_asked_for_again_on_every_call(sandbox, db):
+    """Every call needs the workspace's client: a refusal is remembered for a while, instead of
+    each call asking Slack once more (and waiting its turn to)."""
+    store = store_of(db)
+    token, _ = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, "xoxe-1-never-issued", 600)
+    asked: list[str] = []
+
+    class Counting(WebClient):
+        def oauth_v2_access(self, **kwargs: Any) -> Any:  # type: ignore[override]
+            asked.append(kwargs["refresh_token"])
+            return super().oauth_v2_access(**kwargs)
+
+    teams = replica(store, sandbox)
+    assert teams.refresher is not None
+    teams.refresher.client = Counting(base_url=sandbox.api_url)
+    for _ in range(3):
+        assert teams.client(ACME).token == token
+    assert asked == ["xoxe-1-never-issued"]
