@@ -345,3 +345,24 @@ def test_a_refused_refresh_is_not_asked_for_again_on_every_call(sandbox, db):
     for _ in range(3):
         assert teams.client(ACME).token == token
     assert asked == ["xoxe-1-never-issued"]
+
+
+def test_a_replica_refreshing_at_the_same_moment_as_another_takes_the_others_token(sandbox, db):
+    """Both asked Slack with the same refresh token; the other got there first and saved its
+    token: the refusal here gives way to that token."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, refresh, 600)
+    other = replica(store_of(db), sandbox)
+    won: list[str | None] = []
+
+    class Overtaken(WebClient):
+        def oauth_v2_access(self, **kwargs: Any) -> Any:  # type: ignore[override]
+            won.append(other.client(ACME).token)
+            return super().oauth_v2_access(**kwargs)
+
+    teams = replica(store, sandbox)
+    assert teams.refresher is not None
+    teams.refresher.client = Overtaken(base_url=sandbox.api_url)
+    assert teams.client(ACME).token == won[0] != token
+    assert sandbox.expiring.refreshes == [ACME]
