@@ -13,8 +13,19 @@ from slack_sdk.errors import SlackApiError
 from bot.workspaces import WorkspaceNotInstalled, Workspaces
 
 logger = logging.getLogger(__name__)
-ELSEWHERE = frozenset({"channel_not_found", "not_in_channel"})
-"""Slack's answers to a token whose workspace cannot post in the channel: another may."""
+ELSEWHERE = frozenset(
+    {
+        "channel_not_found",
+        "not_in_channel",
+        "invalid_auth",
+        "not_authed",
+        "token_revoked",
+        "token_expired",
+        "account_inactive",
+    }
+)
+"""Slack's answers to a token whose workspace cannot post in the channel (or whose token no
+longer works at all): nothing was posted, and another workspace may."""
 
 
 class EscalationPoster:

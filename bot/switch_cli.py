@@ -34,11 +34,14 @@ def _notifier(settings: Settings, db: Database) -> Notifier | None:
         assert settings.slack_client_id is not None
         key = settings.encryption_key()
         store = InstallationStore(client_id=settings.slack_client_id, engine=db.engine, key=key)
+        refresher = None  # without the app's secret, tokens are used as the installs left them
+        if settings.slack_client_secret is not None:
+            refresher = refresher_for(settings, store, client=slack_client(settings))
         return SlackNotifier(
             InstalledWorkspaces(
                 store,
                 make_client=lambda token: slack_client(settings, token=token),
-                refresher=refresher_for(settings, store, client=slack_client(settings)),
+                refresher=refresher,
             )
         )
     if settings.slack_bot_token is None:

@@ -22,6 +22,16 @@ from bot.settings import Settings
 logger = logging.getLogger(__name__)
 ROTATION_MINUTES = 120
 """A token is refreshed this long before it expires (Bolt's default, used for Bolt too)."""
+LAST_SECONDS = 300
+"""A token expiring sooner than this is not used when its refresh fails: a call started with it
+could reach Slack after it expired."""
+RETRY_SECONDS = 60
+"""A refresh that failed is not tried again with the same refresh token for this long: every
+call needing the workspace's client would otherwise ask Slack again, one at a time."""
+
+
+Key = tuple[str | None, str | None]
+"""A workspace: its enterprise and team ids."""
 
 
 class TokenRefresher:
@@ -43,8 +53,10 @@ class TokenRefresher:
         self.client = client
         self.minutes = minutes
         self.now = now
-        self._locks: dict[tuple[str | None, str | None], threading.Lock] = {}
+        self._locks: dict[Key, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self._failures: dict[Key, tuple[str | None, float, SlackApiError | OSError]] = {}
+        """Per workspace, the refresh token last refused, when, and how."""
 
     def due(self, expires_at: float | None) -> bool:
         """Whether a token expiring then (None: never) is to be refreshed now."""
@@ -53,27 +65,65 @@ class TokenRefresher:
     def fresh(self, bot: Bot) -> Bot:
         """``bot`` if its token is not due; otherwise the store's latest, refreshed by whoever
         comes first: one refresh per workspace at a time here, the others wait and take it.
-        Raises ``SlackTokenRotationError`` (logged) when Slack refuses the refresh."""
+        A failed refresh keeps a token that works a while yet, and is not tried again for
+        ``RETRY_SECONDS``; once the token is about to expire, raises
+        ``SlackTokenRotationError`` (logged) when Slack refuses the refresh, or the network
+        error when Slack cannot be reached."""
         if bot.bot_refresh_token is None or not self.due(bot.bot_token_expires_at):
             return bot
+        key = (bot.enterprise_id, bot.team_id)
         with self._lock_of(bot):
-            stored = self._read(bot) or bot
+            stored = self._read(bot)
+            if stored is None:
+                return bot  # the app was removed meanwhile: nothing to refresh or save
             if stored.bot_refresh_token is None or not self.due(stored.bot_token_expires_at):
                 return stored  # refreshed meanwhile, here or by another replica
+            failed = self._recent_failure(key, stored)
+            if failed is not None:
+                return self._kept(stored, failed)
             try:
                 refreshed = self._refresh(stored)
-            except SlackApiError as exc:
-                elsewhere = self._read(bot)
-                if elsewhere is not None and elsewhere.bot_token != stored.bot_token:
-                    return elsewhere  # another replica spent the refresh token first
-                error = exc.response.get("error", exc)
-                logger.error(
-                    "the bot token of workspace %s was not refreshed: %s", bot.team_id, error
-                )
-                raise SlackTokenRotationError(exc) from exc
+            except (SlackApiError, OSError) as exc:
+                self._failures[key] = (stored.bot_refresh_token, self.now(), exc)
+                return self._unrefreshed(bot, stored, exc)
+            self._failures.pop(key, None)
             self._save(stored, refreshed)
             logger.info("the bot token of workspace %s was refreshed", bot.team_id)
             return refreshed
+
+    def usable(self, expires_at: float | None) -> bool:
+        """Whether a token expiring then still works for a call started now."""
+        return expires_at is None or expires_at > self.now() + LAST_SECONDS
+
+    def _recent_failure(self, key: Key, stored: Bot) -> SlackApiError | OSError | None:
+        """How the refresh with this refresh token failed, if it did a moment ago."""
+        failed = self._failures.get(key)
+        if failed is None or failed[0] != stored.bot_refresh_token:
+            return None
+        return failed[2] if self.now() < failed[1] + RETRY_SECONDS else None
+
+    def _unrefreshed(self, bot: Bot, stored: Bot, exc: SlackApiError | OSError) -> Bot:
+        """After a failed refresh: the token another replica saved meanwhile (it spent the
+        refresh token first), else the token at hand while it works, else the failure."""
+        elsewhere = self._read(bot)
+        if elsewhere is not None and elsewhere.bot_token != stored.bot_token:
+            return elsewhere
+        error = exc.response.get("error", exc) if isinstance(exc, SlackApiError) else exc
+        logger.error(
+            "the bot token of workspace %s was not refreshed: %s%s",
+            bot.team_id,
+            error,
+            "; it is used until it expires" if self.usable(stored.bot_token_expires_at) else "",
+        )
+        return self._kept(stored, exc)
+
+    def _kept(self, stored: Bot, exc: SlackApiError | OSError) -> Bot:
+        """The token at hand while it works; else the refresh's failure."""
+        if self.usable(stored.bot_token_expires_at):
+            return stored
+        if isinstance(exc, SlackApiError):
+            raise SlackTokenRotationError(exc) from exc
+        raise exc.with_traceback(None)
 
     def _lock_of(self, bot: Bot) -> threading.Lock:
         with self._locks_lock:

@@ -36,8 +36,8 @@ class WorkspaceNotInstalled(Exception):
 
 
 class TokenNotRefreshed(WorkspaceNotInstalled):
-    """The workspace's bot token is expiring and Slack refused to refresh it: nothing can be
-    said there while it refuses (a spent or revoked refresh token: until a new install)."""
+    """The workspace's bot token is about to expire and Slack refused to refresh it: nothing
+    can be said there while it refuses (a spent or revoked refresh token: until a new install)."""
 
     def __init__(self, team_id: str, error: str) -> None:
         reason = f"the bot token of workspace {team_id} was not refreshed ({error})"

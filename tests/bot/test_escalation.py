@@ -121,3 +121,26 @@ def test_a_reminders_copy_goes_to_the_escalation_channel_with_its_workspaces_tok
     assert reminder.team_id == BETA and reminder.text.startswith("Reminder:")
     (copied,) = sandbox.state.top_level(GAMMA_ROOM)
     assert copied.team_id == GAMMA and waiting.id in copied.text
+
+
+class Revoked(Installed):
+    """``revoked``'s token no longer works (revoked, or the account deactivated), while its
+    rows are still in the store (the event saying so was never handled)."""
+
+    def __init__(self, box: SlackSandbox, installed: list[str], *, revoked: str) -> None:
+        super().__init__(box, installed)
+        self.revoked = revoked
+
+    def client(self, team_id: str | None) -> WebClient:
+        if team_id == self.revoked:
+            return WebClient(token="xoxb-revoked", base_url=self.box.api_url)
+        return super().client(team_id)
+
+
+def test_a_workspace_whose_token_slack_refuses_gives_way_to_the_next(sandbox):
+    """Slack refused the token, so nothing was posted: the channel's own workspace still
+    announces the switch."""
+    notifier = SlackNotifier(Revoked(sandbox, [ACME, BETA], revoked=ACME))
+    notifier.execution_switched(PAUSED, channel=BETA_ROOM, team_id=None)
+    (announced,) = sandbox.state.top_level(BETA_ROOM)
+    assert announced.team_id == BETA and "paused" in announced.text

@@ -355,6 +355,21 @@ def test_a_pause_and_resume_from_a_shell_are_announced_with_the_channels_workspa
     assert "resumed" in announced[1].text.lower()
 
 
+@pytest.mark.parametrize("two_workspaces", [ESCALATING], indirect=True)
+def test_a_pause_from_a_shell_without_the_apps_secret_still_pauses_and_is_announced(
+    two_workspaces, capsys
+):
+    """A shell that holds the database but not ``SLACK_CLIENT_SECRET`` cannot refresh tokens;
+    the switch holds all the same, announced with the token the install left."""
+    h = two_workspaces
+    install(h, ACME, user=people.REQUESTER)
+    shell = h.bot.settings.model_copy(update={"slack_client_secret": None})
+    assert run_switch(shell, h.bot.db, pause=True, reason="incident 8") == 0
+    capsys.readouterr()
+    assert h.bot.services.switch.state().paused
+    assert [m.team_id for m in h.state.top_level(people.CHANNEL)] == [ACME]
+
+
 @pytest.mark.parametrize(
     "two_workspaces", [ESCALATING.replace(people.CHANNEL, BETA_CHANNEL)], indirect=True
 )

@@ -269,3 +269,100 @@ def test_a_request_arriving_with_an_expired_token_is_authorized_with_a_refreshed
         assert bot.bot_token == found.bot_token != installed.bot_token
     finally:
         slack.stop()
+
+
+def test_a_refused_refresh_keeps_a_token_that_has_not_expired_yet(sandbox, db, caplog):
+    """Another replica spent the refresh token and has not saved its new token yet: the token
+    at hand works for a while still, so the workspace keeps it (the refusal logged)."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, refresh, 600)
+    WebClient(base_url=sandbox.api_url).oauth_v2_access(
+        client_id=SANDBOX_CLIENT_ID,
+        client_secret=SANDBOX_CLIENT_SECRET,
+        grant_type="refresh_token",
+        refresh_token=refresh,
+    )
+    with caplog.at_level(logging.ERROR):
+        client = replica(store, sandbox).client(ACME)
+    assert client.token == token
+    assert client.chat_postMessage(channel=people.CHANNEL, text="hello")["ok"]
+    assert any(ACME in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+
+
+def test_a_refresh_slack_cannot_be_reached_for_keeps_a_token_that_has_not_expired(sandbox, db):
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, refresh, 600)
+    refresher = TokenRefresher(
+        store,
+        client_id=SANDBOX_CLIENT_ID,
+        client_secret=SANDBOX_CLIENT_SECRET,
+        client=WebClient(base_url="http://127.0.0.1:9/api/"),
+    )
+    teams = InstalledWorkspaces(
+        store,
+        make_client=lambda t: WebClient(token=t, base_url=sandbox.api_url),
+        refresher=refresher,
+    )
+    assert teams.client(ACME).token == token
+    stored = store.find_bot(enterprise_id=None, team_id=ACME)
+    assert stored is not None and stored.bot_refresh_token == refresh, "kept for the next try"
+
+
+def test_a_workspace_removed_before_its_refresh_is_not_installed_again(sandbox, db):
+    """The app was removed between reading the token and refreshing it: nothing is refreshed,
+    and its tokens are not written back to the store."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=60)
+    save(store, ACME, token, refresh, 60)
+    teams = replica(store, sandbox)
+    read = store.find_bot(enterprise_id=None, team_id=ACME)
+    assert read is not None and teams.refresher is not None
+    teams.removed(ACME)
+    teams.refresher.fresh(read)
+    assert store.find_bot(enterprise_id=None, team_id=ACME) is None
+    assert store.teams() == []
+    assert sandbox.expiring.refreshes == []
+
+
+def test_a_refused_refresh_is_not_asked_for_again_on_every_call(sandbox, db):
+    """Every call needs the workspace's client: a refusal is remembered for a while, instead of
+    each call asking Slack once more (and waiting its turn to)."""
+    store = store_of(db)
+    token, _ = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, "xoxe-1-never-issued", 600)
+    asked: list[str] = []
+
+    class Counting(WebClient):
+        def oauth_v2_access(self, **kwargs: Any) -> Any:  # type: ignore[override]
+            asked.append(kwargs["refresh_token"])
+            return super().oauth_v2_access(**kwargs)
+
+    teams = replica(store, sandbox)
+    assert teams.refresher is not None
+    teams.refresher.client = Counting(base_url=sandbox.api_url)
+    for _ in range(3):
+        assert teams.client(ACME).token == token
+    assert asked == ["xoxe-1-never-issued"]
+
+
+def test_a_replica_refreshing_at_the_same_moment_as_another_takes_the_others_token(sandbox, db):
+    """Both asked Slack with the same refresh token; the other got there first and saved its
+    token: the refusal here gives way to that token."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=600)
+    save(store, ACME, token, refresh, 600)
+    other = replica(store_of(db), sandbox)
+    won: list[str | None] = []
+
+    class Overtaken(WebClient):
+        def oauth_v2_access(self, **kwargs: Any) -> Any:  # type: ignore[override]
+            won.append(other.client(ACME).token)
+            return super().oauth_v2_access(**kwargs)
+
+    teams = replica(store, sandbox)
+    assert teams.refresher is not None
+    teams.refresher.client = Overtaken(base_url=sandbox.api_url)
+    assert teams.client(ACME).token == won[0] != token
+    assert sandbox.expiring.refreshes == [ACME]
