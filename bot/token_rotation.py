@@ -126,8 +126,13 @@ class TokenRefresher:
         raise exc.with_traceback(None)
 
     def _lock_of(self, bot: Bot) -> threading.Lock:
+        return self.lock_of(bot.enterprise_id, bot.team_id)
+
+    def lock_of(self, enterprise_id: str | None, team_id: str | None) -> threading.Lock:
+        """The workspace's refresh lock: held by a refresh from reading the store to saving
+        its answer, and by a removal, so a removal never lands in the middle of one."""
         with self._locks_lock:
-            return self._locks.setdefault((bot.enterprise_id, bot.team_id), threading.Lock())
+            return self._locks.setdefault((enterprise_id, team_id), threading.Lock())
 
     def _read(self, bot: Bot) -> Bot | None:
         return self.store.find_bot(

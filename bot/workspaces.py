@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -144,8 +145,9 @@ class InstalledWorkspaces:
         them: a token Slack revoked is of no use, and kept it would only be a secret at rest."""
         if not team_id:
             return
-        self.store.delete_bot(enterprise_id=None, team_id=team_id)
-        self.store.delete_installation(enterprise_id=None, team_id=team_id)
+        with self._refreshes_of(team_id):  # a refresh under way saves first, then goes
+            self.store.delete_bot(enterprise_id=None, team_id=team_id)
+            self.store.delete_installation(enterprise_id=None, team_id=team_id)
         with self._lock:
             self._teams.pop(team_id, None)
             self._removals[team_id] = self._removals.get(team_id, 0) + 1
@@ -153,6 +155,11 @@ class InstalledWorkspaces:
 
     def installed_teams(self) -> list[str]:
         return self.store.teams()
+
+    def _refreshes_of(self, team_id: str) -> AbstractContextManager[object]:
+        if self.refresher is None:
+            return nullcontext()
+        return self.refresher.lock_of(None, team_id)
 
     def _team(self, team_id: str | None) -> _Team:
         if not team_id:

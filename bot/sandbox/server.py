@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -147,7 +148,8 @@ class SlackSandbox:
         if method == "apps.connections.open":
             return self._connections_open(token)
         if method == "oauth.v2.access":
-            return self._oauth_v2_access(args, client)
+            wrong = self.misbehaviours.take(method, args)
+            return self._misbehaving(wrong, lambda: self._oauth_v2_access(args, client))
         team = next((t for t, known in self.team_tokens.items() if known == token), None)
         team = team or self.expiring.team_of(token)
         if team is None:
@@ -165,15 +167,22 @@ class SlackSandbox:
         if method in self.failing:
             raise SlackApiError(self.failing[method])
         wrong = self.misbehaviours.take(method, args)
+        return self._misbehaving(wrong, lambda: {"ok": True, **handler(args)})
+
+    @staticmethod
+    def _misbehaving(
+        wrong: Misbehaviour | None, answer_of: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The call's answer, gone wrong as ``wrong`` says (if any)."""
         if wrong is None:
-            return {"ok": True, **handler(args)}
+            return answer_of()
         if wrong.late:
             wrong.release.wait(timeout=HOLD_LIMIT)
-        answer = {"ok": True, **handler(args)} if wrong.effect_happens else None
+        answer = answer_of() if wrong.effect_happens else None
         if wrong.hold:
             wrong.release.wait(timeout=HOLD_LIMIT)
         if wrong.drop:
-            raise Dropped(method)
+            raise Dropped(wrong.method)
         if wrong.error is not None or answer is None:
             raise SlackApiError(wrong.error or "internal_error")
         return answer

@@ -366,3 +366,26 @@ def test_a_replica_refreshing_at_the_same_moment_as_another_takes_the_others_tok
     teams.refresher.client = Overtaken(base_url=sandbox.api_url)
     assert teams.client(ACME).token == won[0] != token
     assert sandbox.expiring.refreshes == [ACME]
+
+
+def test_a_workspace_removed_while_its_refresh_waits_on_slack_stays_removed(sandbox, db):
+    """The removal waits for the refresh under way, then deletes what it saved: the tokens
+    are not written back after the app was removed."""
+    store = store_of(db)
+    token, refresh = sandbox.expiring.issue(ACME, seconds=60)
+    save(store, ACME, token, refresh, 60)
+    teams = replica(store, sandbox)
+    read = store.find_bot(enterprise_id=None, team_id=ACME)
+    assert read is not None and teams.refresher is not None
+    slow = sandbox.misbehave("oauth.v2.access", hold=True)
+    refreshing = threading.Thread(target=teams.refresher.fresh, args=(read,))
+    refreshing.start()
+    assert slow.reached.wait(timeout=30)  # Slack has the refresh; its answer is held
+    removing = threading.Thread(target=teams.removed, args=(ACME,))
+    removing.start()
+    slow.release.set()
+    refreshing.join(timeout=30)
+    removing.join(timeout=30)
+    assert not refreshing.is_alive() and not removing.is_alive()
+    assert store.find_bot(enterprise_id=None, team_id=ACME) is None
+    assert store.teams() == []
