@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.blocks.approval_card import HEADERS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.state import Message
@@ -139,11 +140,18 @@ def update_of(card: Message) -> Any:
     return lambda args: args.get("ts") == card.ts
 
 
+def resuming_update_of(card: Message) -> Any:
+    """The update that shows the card's request under way, not the final one: a resume may be
+    quick enough that the final update reaches Slack first."""
+    under_way = HEADERS["resuming"]
+    return lambda args: args.get("ts") == card.ts and under_way in str(args.get("blocks"))
+
+
 def test_a_slow_card_update_holds_up_no_resume(serve_bot, sqlite_url):
     """The card's "resuming" update goes out while the run resumes, not before it."""
     h = serve_bot(sqlite_url, resuming_card_after_seconds=0)
     root, card = start_run(h, SEND)
-    slow = h.sandbox.misbehave("chat.update", match=update_of(card), hold=True)
+    slow = h.sandbox.misbehave("chat.update", match=resuming_update_of(card), hold=True)
     try:
         approve(h, card)
         assert slow.reached.wait(WAIT)
@@ -159,7 +167,7 @@ def test_a_card_update_slack_applies_last_is_drawn_again(serve_bot, sqlite_url):
     ends showing the decision, without buttons."""
     h = serve_bot(sqlite_url, resuming_card_after_seconds=0)
     root, card = start_run(h, SEND)
-    late = h.sandbox.misbehave("chat.update", match=update_of(card), late=True)
+    late = h.sandbox.misbehave("chat.update", match=resuming_update_of(card), late=True)
     try:
         approve(h, card)
         assert late.reached.wait(WAIT)
