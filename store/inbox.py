@@ -8,10 +8,11 @@ serializes writers, so the same single update is enough there.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, text, true, update
+from sqlalchemy import Integer, and_, delete, func, insert, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
@@ -22,6 +23,33 @@ from store.models import utcnow
 
 INBOX_CHANNEL = "approval_inbox"
 """The PostgreSQL NOTIFY channel workers LISTEN on."""
+
+
+_STORED = """
+WITH item AS (
+    SELECT item ->> 'kind' AS kind, item -> 'payload' AS payload, n
+    FROM json_array_elements(CAST(:items AS json)) WITH ORDINALITY AS given (item, n)
+), stored AS (
+    INSERT INTO inbox_items (kind, payload, status, claimed_by, lease_until, attempts, created_at)
+    SELECT kind, payload,
+        CASE WHEN n <= :held THEN :claimed ELSE :queued END,
+        CASE WHEN n <= :held THEN CAST(:owner AS varchar) END,
+        CASE WHEN n <= :held THEN CAST(:until AS timestamptz) END,
+        CASE WHEN n <= :held THEN 1 ELSE 0 END,
+        :now
+    FROM item ORDER BY n
+    RETURNING id
+)"""
+_ADD = text(_STORED + " SELECT id FROM stored ORDER BY id").columns(id=Integer)
+"""Items stored, all of them claimed: no worker elsewhere is woken."""
+_ADD_AND_NOTIFY = text(
+    _STORED
+    + """, rung AS (
+    SELECT pg_notify(:channel, concat(CAST(:origin AS text), ' ', max(id))) FROM stored
+)
+SELECT id FROM stored JOIN rung ON true ORDER BY id"""
+).columns(id=Integer)
+"""Items stored, some queued: the NOTIFY names the origin and the last id."""
 
 
 def notified_by(payload: str) -> str:
@@ -96,11 +124,16 @@ class InboxRepository:
         """Queue several items in this transaction (one statement, NOTIFY included); their ids,
         in the order given. ``origin`` (no spaces) rides on the NOTIFY: the process that stored
         the items has woken its own worker already, and its listener need not wake a second
-        one. The first ``held.count`` items are stored claimed (see ``Held``)."""
+        one. The first ``held.count`` items are stored claimed (see ``Held``).
+
+        This is on the path of every click's ack, where compiling a statement would cost more
+        than sending it: whatever the batch, the statement is one compiled before."""
         if not items:
             return []
         now = now or utcnow()
-        count = held.count if held is not None else 0
+        count = min(held.count, len(items)) if held is not None else 0
+        if self._postgres:
+            return self._add_and_notify(items, origin=origin, held=held, count=count, now=now)
         rows = [
             {
                 "kind": kind,
@@ -113,25 +146,40 @@ class InboxRepository:
             }
             for n, (kind, payload) in enumerate(items)
         ]
-        if self._postgres:
-            return self._add_and_notify(rows, origin=origin, notify=count < len(rows))
-        # One statement, no unit of work: this is on the path of every click's ack.
-        stmt = insert(InboxItem).returning(InboxItem.id, sort_by_parameter_order=True)
+        # Every row names every column (render_nulls): one statement for any mix of rows.
+        stmt = (
+            insert(InboxItem)
+            .returning(InboxItem.id, sort_by_parameter_order=True)
+            .execution_options(render_nulls=True)
+        )
         return list(self.session.scalars(stmt, rows))
 
     def _add_and_notify(
-        self, rows: list[dict[str, Any]], *, origin: str, notify: bool
+        self,
+        items: list[tuple[InboxKind, dict[str, Any]]],
+        *,
+        origin: str,
+        held: Held | None,
+        count: int,
+        now: dt.datetime,
     ) -> list[int]:
         """One round trip: the insert, and (if any item is queued) a NOTIFY naming the last.
-        Ids follow the VALUES order (each row draws from the sequence in turn; SQLAlchemy's
-        own ordered inserts rely on the same), so sorting them gives the order given."""
-        stored = insert(InboxItem).values(rows).returning(InboxItem.id).cte("stored")
-        stmt = select(stored.c.id).order_by(stored.c.id)
-        if notify:
-            announce = func.concat(f"{origin} ", func.max(stored.c.id))
-            rung = select(func.pg_notify(INBOX_CHANNEL, announce).label("rung")).cte("rung")
-            stmt = stmt.join_from(stored, rung, true())
-        return list(self.session.scalars(stmt))
+        The items go as one JSON array, so the statement's text is the same for any batch.
+        Ids follow the order the rows are inserted in (each draws from the sequence in turn),
+        which is the order given: sorting them gives that order."""
+        params = {
+            "items": json.dumps([{"kind": kind, "payload": payload} for kind, payload in items]),
+            "held": count,
+            "owner": held.owner if held is not None else None,
+            "until": held.until if held is not None else None,
+            "claimed": InboxStatus.CLAIMED.value,
+            "queued": InboxStatus.QUEUED.value,
+            "now": now,
+        }
+        if count < len(items):
+            params.update(channel=INBOX_CHANNEL, origin=origin)
+            return list(self.session.scalars(_ADD_AND_NOTIFY, params))
+        return list(self.session.scalars(_ADD, params))
 
     def get(self, item_id: int) -> InboxItem | None:
         return self.session.get(InboxItem, item_id)

@@ -177,6 +177,41 @@ def test_items_are_stored_and_announced_in_one_statement(pg_db: Database, pg_url
         assert [item.payload["n"] for item in got if item is not None] == list(range(5))
 
 
+@pytest.mark.parametrize("size", [1, 3, 64])
+def test_storing_items_reuses_the_compiled_statement_whatever_the_batch(
+    db: Database, size: int
+) -> None:
+    """On the path of every click's ack: compiling a statement costs more than the write it
+    sends, so a batch of any size (held or not) is sent with a statement compiled before."""
+    now = utcnow()
+    held = Held(owner="here", until=now + LEASE, count=1)
+    for warm in ([(InboxKind.APPROVE, {"n": 0})], [(InboxKind.CANCEL, {})] * 2):
+        with db.single() as s:
+            InboxRepository(s).add_many(warm, origin="me", held=held, now=now)
+    hits: list[object] = []
+
+    def seen(_conn, _cursor, statement, _params, context, _many) -> None:  # type: ignore[no-untyped-def]
+        if "inbox_items" in statement:
+            hits.append((context.cache_hit, statement))
+
+    event.listen(db.engine, "after_cursor_execute", seen)
+    try:
+        for notify in (True, False):
+            count = size if not notify else 0
+            with db.single() as s:
+                ids = InboxRepository(s).add_many(
+                    [(InboxKind.DECIDE, {"n": n}) for n in range(size)],
+                    origin="me",
+                    held=Held(owner="here", until=now + LEASE, count=count),
+                    now=now,
+                )
+            assert len(ids) == size
+    finally:
+        event.remove(db.engine, "after_cursor_execute", seen)
+    cached = db.engine.dialect.CACHE_HIT
+    assert hits and all(hit == cached for hit, _sql in hits), hits
+
+
 def test_a_claim_is_one_statement_for_a_queued_and_for_a_lapsed_item(pg_db: Database) -> None:
     first, second = add(pg_db, 2)
     now = utcnow()
