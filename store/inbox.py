@@ -8,53 +8,19 @@ serializes writers, so the same single update is enough there.
 from __future__ import annotations
 
 import datetime as dt
-import json
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, and_, delete, func, insert, select, text, update
+from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
 from store.db import affected
+from store.inbox_insert import INBOX_CHANNEL, Held, insert_items, notified_by
 from store.inbox_models import InboxItem, InboxKind, InboxStatus
 from store.models import utcnow
 
-INBOX_CHANNEL = "approval_inbox"
-"""The PostgreSQL NOTIFY channel workers LISTEN on."""
-
-
-_STORED = """
-WITH item AS (
-    SELECT item ->> 'kind' AS kind, item -> 'payload' AS payload, n
-    FROM json_array_elements(CAST(:items AS json)) WITH ORDINALITY AS given (item, n)
-), stored AS (
-    INSERT INTO inbox_items (kind, payload, status, claimed_by, lease_until, attempts, created_at)
-    SELECT kind, payload,
-        CASE WHEN n <= :held THEN :claimed ELSE :queued END,
-        CASE WHEN n <= :held THEN CAST(:owner AS varchar) END,
-        CASE WHEN n <= :held THEN CAST(:until AS timestamptz) END,
-        CASE WHEN n <= :held THEN 1 ELSE 0 END,
-        :now
-    FROM item ORDER BY n
-    RETURNING id
-)"""
-_ADD = text(_STORED + " SELECT id FROM stored ORDER BY id").columns(id=Integer)
-"""Items stored, all of them claimed: no worker elsewhere is woken."""
-_ADD_AND_NOTIFY = text(
-    _STORED
-    + """, rung AS (
-    SELECT pg_notify(:channel, concat(CAST(:origin AS text), ' ', max(id))) FROM stored
-)
-SELECT id FROM stored JOIN rung ON true ORDER BY id"""
-).columns(id=Integer)
-"""Items stored, some queued: the NOTIFY names the origin and the last id."""
-
-
-def notified_by(payload: str) -> str:
-    """The ``origin`` that stored the items a NOTIFY announces ("" if none was given)."""
-    return payload.partition(" ")[0]
+__all__ = ["INBOX_CHANNEL", "Held", "InboxRepository", "notified_by"]
 
 
 def _queued() -> ColumnElement[bool]:
@@ -87,17 +53,6 @@ def _oldest(wanted: ColumnElement[bool]) -> ScalarSelect[int]:
     )
 
 
-@dataclass(frozen=True)
-class Held:
-    """Items stored already claimed by ``owner`` until ``until`` (their first attempt): handed
-    to that owner's idle workers in memory, and claimed again by anyone once lapsed, like an
-    item claimed the usual way."""
-
-    owner: str
-    until: dt.datetime
-    count: int
-
-
 class InboxRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -124,62 +79,10 @@ class InboxRepository:
         """Queue several items in this transaction (one statement, NOTIFY included); their ids,
         in the order given. ``origin`` (no spaces) rides on the NOTIFY: the process that stored
         the items has woken its own worker already, and its listener need not wake a second
-        one. The first ``held.count`` items are stored claimed (see ``Held``).
-
-        This is on the path of every click's ack, where compiling a statement would cost more
-        than sending it: whatever the batch, the statement is one compiled before."""
+        one. The first ``held.count`` items are stored claimed (see ``Held``)."""
         if not items:
             return []
-        now = now or utcnow()
-        count = min(held.count, len(items)) if held is not None else 0
-        if self._postgres:
-            return self._add_and_notify(items, origin=origin, held=held, count=count, now=now)
-        rows = [
-            {
-                "kind": kind,
-                "payload": payload,
-                "status": InboxStatus.CLAIMED if n < count else InboxStatus.QUEUED,
-                "claimed_by": held.owner if held is not None and n < count else None,
-                "lease_until": held.until if held is not None and n < count else None,
-                "attempts": 1 if n < count else 0,
-                "created_at": now,
-            }
-            for n, (kind, payload) in enumerate(items)
-        ]
-        # Every row names every column (render_nulls): one statement for any mix of rows.
-        stmt = (
-            insert(InboxItem)
-            .returning(InboxItem.id, sort_by_parameter_order=True)
-            .execution_options(render_nulls=True)
-        )
-        return list(self.session.scalars(stmt, rows))
-
-    def _add_and_notify(
-        self,
-        items: list[tuple[InboxKind, dict[str, Any]]],
-        *,
-        origin: str,
-        held: Held | None,
-        count: int,
-        now: dt.datetime,
-    ) -> list[int]:
-        """One round trip: the insert, and (if any item is queued) a NOTIFY naming the last.
-        The items go as one JSON array, so the statement's text is the same for any batch.
-        Ids follow the order the rows are inserted in (each draws from the sequence in turn),
-        which is the order given: sorting them gives that order."""
-        params = {
-            "items": json.dumps([{"kind": kind, "payload": payload} for kind, payload in items]),
-            "held": count,
-            "owner": held.owner if held is not None else None,
-            "until": held.until if held is not None else None,
-            "claimed": InboxStatus.CLAIMED.value,
-            "queued": InboxStatus.QUEUED.value,
-            "now": now,
-        }
-        if count < len(items):
-            params.update(channel=INBOX_CHANNEL, origin=origin)
-            return list(self.session.scalars(_ADD_AND_NOTIFY, params))
-        return list(self.session.scalars(_ADD, params))
+        return insert_items(self.session, items, origin=origin, held=held, now=now or utcnow())
 
     def get(self, item_id: int) -> InboxItem | None:
         return self.session.get(InboxItem, item_id)
