@@ -1,17 +1,6 @@
-"""The approval engine's façade: the only orchestrator between its owners (created together,
-each with just its collaborators, in ``owners``). Each does one thing and calls none of the
-others back:
-
-- ``RunLifecycle``: runs started, executed, their stops recorded (approvals or results);
-- ``DecisionRecorder``: decisions authorized and recorded, the last one claiming the request;
-- ``Resumer``: a claimed request resumed once, after checking the checkpoint;
-- ``Claims``: who resumes what, under a lease taken over when its owner dies;
-- ``Announcer``: every card, result and notice, and the bookkeeping that repairs them;
-- ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer;
-- ``RunCanceller``: a run stopped by its requester or an admin, its open approvals closed;
-- ``Overview``: one person's lists (their requests, runs, decisions) and Home tab viewers.
-- ``Background``: the sweeps and the reconciling of what dead processes left.
-"""
+"""The approval engine's façade: the only orchestrator between its owners, which are created
+together in ``owners`` (listed there), each with just its collaborators, and call none of the
+others back."""
 
 from __future__ import annotations
 
@@ -23,9 +12,10 @@ from typing import Any
 from langgraph.types import StateSnapshot
 
 from agent_runtime.authorization import Actor, Refusal
-from agent_runtime.background import Background, ReconcileResult
+from agent_runtime.background import ReconcileResult
 from agent_runtime.cancel import CancelOutcome, CancelResult
 from agent_runtime.decisions import Attempt, DecisionResult
+from agent_runtime.facade_reads import FacadeReads
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
@@ -33,7 +23,7 @@ from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import SweepResult
-from agent_runtime.views import ApprovalView, RunView, approval_view
+from agent_runtime.views import RunView
 from store.db import Database
 from store.models import ApprovalRequest, utcnow
 from store.repositories import ApprovalRepository
@@ -52,8 +42,9 @@ CANCEL_WAIT_SECONDS = 5.0
 its next wait; longer, and the user is asked to try again."""
 
 
-class ApprovalEngine:
-    """Runs, interrupts, authorized decisions and the exactly-once resume, for the bot."""
+class ApprovalEngine(FacadeReads):
+    """Runs, interrupts, authorized decisions and the exactly-once resume, for the bot (its
+    reads, which orchestrate nothing, come from ``FacadeReads``)."""
 
     def __init__(
         self,
@@ -86,23 +77,15 @@ class ApprovalEngine:
             usergroup_members=usergroup_members,
             clock=clock,
             lease=lease,
+            card_retry_after=card_retry_after,
+            resume=self._resume_guarded,
+            carry_on=self._carry_on,
         )
         self.locks, self.claims, self.announcer = owners.locks, owners.claims, owners.announcer
         self.runs, self.edits, self.decisions = owners.runs, owners.edits, owners.decisions
         self.resumer, self.attempts, self.pending = owners.resumer, owners.attempts, owners.pending
         self.overview, self.sweeper, self.cancels = owners.overview, owners.sweeper, owners.cancels
-        self.policy_version = policy.version
-        self.background = Background(
-            db=db,
-            locks=self.locks,
-            claims=self.claims,
-            sweeper=self.sweeper,
-            announcer=self.announcer,
-            clock=clock,
-            card_retry_after=card_retry_after,
-            resume=self._resume_guarded,
-            carry_on=self._carry_on,
-        )
+        self.background, self.policy_version = owners.background, policy.version
 
     # Runs ---------------------------------------------------------------------------------
 
@@ -188,41 +171,7 @@ class ApprovalEngine:
                 self.announcer.run_finished(result.run)
         return result
 
-    # Reading ------------------------------------------------------------------------------
-
-    def approval(self, request_id: str) -> ApprovalView | None:
-        with self.db.transaction() as s:
-            request = ApprovalRepository(s).get(request_id)
-            return approval_view(request) if request else None
-
-    def approval_of_action(self, action_id: str) -> ApprovalView | None:
-        with self.db.transaction() as s:
-            action = ApprovalRepository(s).get_action(action_id)
-            request = ApprovalRepository(s).get(action.request_id) if action else None
-            return approval_view(request) if request else None
-
-    def pending_for(self, actor: Actor, *, limit: int = 50) -> list[ApprovalView]:
-        """The approvals waiting on this reviewer, oldest first."""
-        return self.pending.for_reviewer(actor, limit=limit)
-
-    def recorded_by(self, request_id: str, attempt_key: str) -> dict[str, str]:
-        """What one attempt already decided: action id -> the version it decided on."""
-        return self.decisions.recorded_by(request_id, attempt_key)
-
-    def edit_form(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        return self.edits.form(action_id)
-
-    def edit_errors(self, action_id: str, edited: dict[str, Any]) -> dict[str, str]:
-        return self.edits.errors_for(action_id, edited)
-
     # Decisions ----------------------------------------------------------------------------
-
-    def check(
-        self, *, action_id: str, actor: Actor, decision: str, seen_hash: str | None
-    ) -> Refusal | None:
-        return self.decisions.check(
-            action_id=action_id, actor=actor, decision=decision, seen_hash=seen_hash
-        )
 
     def record_refusal(
         self,

@@ -1,5 +1,18 @@
-"""The engine's owners, created in one place and each handed only the collaborators it needs
-(the façade in ``engine`` orchestrates them; none calls another back)."""
+"""The engine's owners, created in one place and each handed only the collaborators it needs.
+The façade in ``engine`` is the only orchestrator between them; each does one thing and calls
+none of the others back:
+
+- ``RunLifecycle``: runs started, executed, their stops recorded (approvals or results);
+- ``DecisionRecorder``: decisions authorized and recorded, the last one claiming the request;
+- ``Resumer``: a claimed request resumed once, after checking the checkpoint;
+- ``Claims``: who resumes what, under a lease taken over when its owner dies;
+- ``Announcer``: every card, result and notice, and the bookkeeping that repairs them;
+- ``Sweeper``: expiry and reminders; ``PendingList``: what waits on a reviewer;
+- ``RunCanceller``: a run stopped by its requester or an admin, its open approvals closed;
+- ``Overview``: one person's lists (their requests, runs, decisions) and Home tab viewers.
+- ``Background``: the sweeps and the reconciling of what dead processes left (resuming and
+  carrying a run on stay the façade's, handed in as ``resume`` and ``carry_on``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +23,7 @@ from dataclasses import dataclass
 from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
 from agent_runtime.attempts import AttemptLog
+from agent_runtime.background import Background
 from agent_runtime.cancel import RunCanceller
 from agent_runtime.claims import Claims
 from agent_runtime.decisions import DecisionRecorder
@@ -42,6 +56,7 @@ class Owners:
     overview: Overview
     sweeper: Sweeper
     cancels: RunCanceller
+    background: Background
 
 
 def build_owners(
@@ -53,7 +68,11 @@ def build_owners(
     usergroup_members: Callable[[str], frozenset[str]],
     clock: Callable[[], dt.datetime],
     lease: dt.timedelta,
+    card_retry_after: dt.timedelta,
+    resume: Callable[..., None],
+    carry_on: Callable[[str], None],
 ) -> Owners:
+    """``resume`` and ``carry_on``: the façade's own, handed to the background rounds."""
     locks = ThreadLocks(db)
     claims = Claims(db=db, clock=clock, lease=lease)
     announcer = Announcer(
@@ -108,4 +127,15 @@ def build_owners(
         overview=overview,
         sweeper=sweeper,
         cancels=cancels,
+        background=Background(
+            db=db,
+            locks=locks,
+            claims=claims,
+            sweeper=sweeper,
+            announcer=announcer,
+            clock=clock,
+            card_retry_after=card_retry_after,
+            resume=resume,
+            carry_on=carry_on,
+        ),
     )

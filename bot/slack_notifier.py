@@ -5,11 +5,9 @@ reviewers, updates, results."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, TypedDict
 
 from slack_sdk import WebClient
-from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from agent_runtime.notifier import MessageRef
 from agent_runtime.reach import Reach
@@ -20,13 +18,11 @@ from bot.blocks.messages import call_blocked_message, run_result_message, run_ro
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 from bot.blocks.switch import switch_message
 from bot.escalation import EscalationPoster
+from bot.tagged_messages import HISTORY_PAGES, card_tag, digest_tag, find_tagged, single_attempt
 from bot.workspaces import Workspaces
 from store.switch import SwitchState
 
 logger = logging.getLogger(__name__)
-HISTORY_PAGES = 5
-"""How far back ``find_card`` looks in a review channel (pages of 200): a card is looked for
-seconds after its post, so it is among the newest messages."""
 
 
 class Unfurl(TypedDict):
@@ -35,10 +31,6 @@ class Unfurl(TypedDict):
 
 
 NO_UNFURL = Unfurl(unfurl_links=False, unfurl_media=False)
-CARD_EVENT = "approval_card"
-"""Message metadata ``event_type`` of our cards; ``event_payload.request_id`` names the request."""
-DIGEST_EVENT = "approval_digest"
-"""Message metadata ``event_type`` of our digests; ``event_payload.digest_id`` names it."""
 
 
 class SlackNotifier:
@@ -59,11 +51,11 @@ class SlackNotifier:
         """Tagged with the request id, so ``find_card`` can tell it apart later. A card for a
         review channel goes there, top level, and the run's thread gets a line linking to it."""
         review = approval.review_channel if approval.away_from_run else None
-        poster = _single_attempt(self._client(approval.run.team_id))
+        poster = single_attempt(self._client(approval.run.team_id))
         response = poster.chat_postMessage(
             channel=review or approval.run.channel_id,
             thread_ts=None if review else approval.run.thread_ts,
-            metadata={"event_type": CARD_EVENT, "event_payload": {"request_id": approval.id}},
+            metadata=card_tag(approval.id),
             **self._card(approval),
             **NO_UNFURL,
         )
@@ -102,53 +94,30 @@ class SlackNotifier:
         """Our message whose metadata names this request, where the card is posted: the run's
         thread (``conversations.replies``), or the newest messages of the review channel
         (``conversations.history``); needs ``channels:history`` / ``groups:history``."""
-        client = self._client(approval.run.team_id)
+        team = approval.run.team_id
+        client, tag = self._client(team), card_tag(approval.id)
         if approval.away_from_run and approval.review_channel:
             channel = approval.review_channel
-            return self._scan(
-                approval,
-                channel,
+            return find_tagged(
                 lambda c: client.conversations_history(
                     channel=channel, include_all_metadata=True, limit=200, cursor=c
                 ),
+                channel=channel,
+                author=self.workspaces.bot_user(team),
+                tag=tag,
                 pages=HISTORY_PAGES,
             )
         channel, thread = approval.run.channel_id, approval.run.thread_ts
         if not thread:
             return None
-        return self._scan(
-            approval,
-            channel,
+        return find_tagged(
             lambda c: client.conversations_replies(
                 channel=channel, ts=thread, include_all_metadata=True, limit=200, cursor=c
             ),
+            channel=channel,
+            author=self.workspaces.bot_user(team),
+            tag=tag,
         )
-
-    def _scan(
-        self,
-        approval: ApprovalView,
-        channel: str,
-        read: Callable[[str | None], Any],
-        *,
-        pages: int | None = None,
-    ) -> MessageRef | None:
-        me = self.workspaces.bot_user(approval.run.team_id)
-        cursor = None
-        while pages is None or pages > 0:
-            page = read(cursor)
-            for message in page.get("messages") or []:
-                meta = message.get("metadata") or {}
-                if (
-                    message.get("user") == me
-                    and meta.get("event_type") == CARD_EVENT
-                    and (meta.get("event_payload") or {}).get("request_id") == approval.id
-                ):
-                    return MessageRef(channel=channel, ts=str(message["ts"]))
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                return None
-            pages = None if pages is None else pages - 1
-        return None
 
     def approval_updated(self, approval: ApprovalView) -> None:
         if not approval.card_channel or not approval.card_ts:
@@ -160,10 +129,10 @@ class SlackNotifier:
     def digest_posted(self, digest: DigestView) -> MessageRef | None:
         """Top level in the channel, tagged with the digest id for ``find_digest``; one
         attempt only (the engine looks for it before posting again)."""
-        poster = _single_attempt(self._client(digest.team_id))
+        poster = single_attempt(self._client(digest.team_id))
         response = poster.chat_postMessage(
             channel=digest.channel,
-            metadata={"event_type": DIGEST_EVENT, "event_payload": {"digest_id": digest.id}},
+            metadata=digest_tag(digest.id),
             **digest_message(digest),
             **NO_UNFURL,
         )
@@ -179,24 +148,15 @@ class SlackNotifier:
     def find_digest(self, digest: DigestView) -> MessageRef | None:
         """Our newest messages in the digest's channel (``conversations.history``)."""
         client = self._client(digest.team_id)
-        me = self.workspaces.bot_user(digest.team_id)
-        cursor = None
-        for _page in range(HISTORY_PAGES):
-            page = client.conversations_history(
-                channel=digest.channel, include_all_metadata=True, limit=200, cursor=cursor
-            )
-            for message in page.get("messages") or []:
-                meta = message.get("metadata") or {}
-                if (
-                    message.get("user") == me
-                    and meta.get("event_type") == DIGEST_EVENT
-                    and (meta.get("event_payload") or {}).get("digest_id") == digest.id
-                ):
-                    return MessageRef(channel=digest.channel, ts=str(message["ts"]))
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                return None
-        return None
+        return find_tagged(
+            lambda c: client.conversations_history(
+                channel=digest.channel, include_all_metadata=True, limit=200, cursor=c
+            ),
+            channel=digest.channel,
+            author=self.workspaces.bot_user(digest.team_id),
+            tag=digest_tag(digest.id),
+            pages=HISTORY_PAGES,
+        )
 
     def run_finished(self, run: RunView) -> None:
         self._client(run.team_id).chat_postMessage(
@@ -296,22 +256,6 @@ class SlackNotifier:
             text=text,
             **NO_UNFURL,
         )
-
-
-def _single_attempt(client: WebClient) -> WebClient:
-    """``client`` without the retry after a dropped connection: a post that Slack may already
-    have taken is not sent twice. The reconciler retries it, after looking for it first."""
-    return WebClient(
-        token=client.token,
-        base_url=client.base_url,
-        timeout=client.timeout,
-        ssl=client.ssl,
-        proxy=client.proxy,
-        headers=client.headers,
-        retry_handlers=[
-            h for h in client.retry_handlers if not isinstance(h, ConnectionErrorRetryHandler)
-        ],
-    )
 
 
 def _card_place(approval: ApprovalView) -> tuple[str, str | None]:
