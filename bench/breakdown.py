@@ -6,8 +6,23 @@ from __future__ import annotations
 import os
 import statistics
 
-from bench.common import table
+from bench.common import pct, table
 from bench.figures import Measured
+
+
+def bursts_line(m: Measured) -> str:
+    """Every burst's figures, in the order they ran: how far one burst is from the next."""
+
+    def p99s(bursts: list[list[float]]) -> str:
+        return ", ".join(f"{pct(acks, 99) * 1000:.0f}" for acks in bursts)
+
+    def rates(values: list[float]) -> str:
+        return ", ".join(f"{rate:.1f}" for rate in values)
+
+    return (
+        f"Each burst: ack p99 ms bot {p99s(m.acks)}, bare Bolt {p99s(m.floor_acks)}; "
+        f"approvals/s bot {rates(m.rates)}, plain {rates(m.floor_rates)}"
+    )
 
 
 def to_result_table(m: Measured) -> str:

@@ -18,13 +18,13 @@ LISTING_GOAL_MS = 20.0
 class Measured:
     """What one bot process and then its floors did, in seconds and approvals per second."""
 
-    acks: list[float]
-    rate: float
+    acks: list[list[float]]  # one list per burst
+    rates: list[float]  # one per burst
     to_result: list[float]
     rss_mib: float
     peak_mib: float
-    floor_acks: list[float] = dataclasses.field(default_factory=list)
-    floor_rate: float = 0.0
+    floor_acks: list[list[float]] = dataclasses.field(default_factory=list)
+    floor_rates: list[float] = dataclasses.field(default_factory=list)
     floor_resumes: list[float] = dataclasses.field(default_factory=list)
     durable_resumes: list[float] = dataclasses.field(default_factory=list)  # the durable floor
     floor_rss_mib: float = 0.0

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.breakdown import cpu_table, to_result_table
+from bench.breakdown import bursts_line, cpu_table, to_result_table
 from bench.common import fresh_database, pct
-from bench.cpu import Pids, database_backends, durable_write_ms, metered
+from bench.cpu import Pids, Spent, database_backends, durable_write_ms, metered
 from bench.figures import Measured, Ratio, Report, pending_list
 from bench.floors import WORKER_THREADS, BareBoltProcess, durable_to_result, plain_throughput
 from bench.http_bench import (
@@ -55,10 +55,11 @@ class Scale:
     clicks: int = 200  # concurrent clicks, which are also the pending approvals clicked at once
     resumes: int = 8  # single click-to-result runs for the overhead median
     store: tuple[int, int, int] | None = None  # (requests, pending, audit); None: store_bench's
+    bursts: int = 3  # bursts of concurrent clicks, each on fresh pending approvals
 
 
 FULL = Scale()
-QUICK = Scale(clicks=5, resumes=3, store=(2_000, 100, 10_000))
+QUICK = Scale(clicks=5, resumes=3, store=(2_000, 100, 10_000), bursts=2)
 
 
 @contextmanager
@@ -85,52 +86,93 @@ def _parts(url: str, **processes: Pids) -> dict[str, Pids]:
     }
 
 
-def _bot(
-    bot: BotProcess, sandbox: SlackSandbox, scale: Scale, *, parts: dict[str, Pids]
-) -> tuple[Measured, list[Message]]:
-    """n pending approvals clicked at once (their acks, approvals completed per second, the CPU
-    they took), then single runs clicked one at a time, click to the run's result on the card."""
-    n = scale.clicks
+def _burst(
+    bot: BotProcess, sandbox: SlackSandbox, n: int, *, parts: dict[str, Pids], spent: Spent
+) -> tuple[list[float], float, list[Message]]:
+    """n pending approvals clicked at once: their acks, approvals completed per second (the CPU
+    they took is added to ``spent``), and the clicks as they were, for the floor."""
     _slash, cards = start_runs(bot, sandbox, n, f"change {{i}} {NO_TOOL}")
     wait_settled(bot)
     same_clicks = _snapshot(cards)
-    with metered(parts) as spent:
+    with metered(parts) as this:
         start = time.perf_counter()
         acks = click_all(bot, cards)
         wait_done(sandbox, cards)
         rate = n / (time.perf_counter() - start)
+    _add(spent, this)
+    return acks, rate, same_clicks
+
+
+def _bot(
+    bot: BotProcess, sandbox: SlackSandbox, scale: Scale, *, parts: dict[str, Pids]
+) -> tuple[Measured, list[list[Message]]]:
+    """``scale.bursts`` bursts of clicks (one burst's p99 moves by a factor of 2 to 5 from one
+    to the next on two cores: the figures are the median burst's), then single runs clicked one
+    at a time, click to the run's result on the card."""
+    spent = Spent()
+    bursts = [
+        _burst(bot, sandbox, scale.clicks, parts=parts, spent=spent) for _ in range(scale.bursts)
+    ]
     rss, peak = bot.rss_kib() / 1024, bot.rss_kib("VmHWM") / 1024
     to_result = []
     for _ in range(scale.resumes):
         _slash, cards = start_runs(bot, sandbox, 1, TIMED)
         to_result.append(click_to_result(bot, sandbox, cards[0]))
-    measured = Measured(acks, rate, to_result, rss, peak, cpu=spent.per(n))
-    return measured, same_clicks
+    measured = Measured(
+        acks=[acks for acks, _rate, _clicks in bursts],
+        rates=[rate for _acks, rate, _clicks in bursts],
+        to_result=to_result,
+        rss_mib=rss,
+        peak_mib=peak,
+        cpu=spent.per(scale.clicks * scale.bursts),
+    )
+    return measured, [clicks for _acks, _rate, clicks in bursts]
 
 
 def _floors(
-    measured: Measured, *, env: dict[str, str], sandbox: SlackSandbox, clicks: list[Message]
+    measured: Measured,
+    *,
+    env: dict[str, str],
+    sandbox: SlackSandbox,
+    bursts: list[list[Message]],
 ) -> None:
-    """The bare Bolt app acking the very same clicks; plain LangGraph on the bot's database."""
+    """The bare Bolt app acking the very same clicks, burst by burst; plain LangGraph on the
+    bot's database, as many times."""
     floor = BareBoltProcess(env, sandbox)
+    bolt = Spent()
     try:
-        click_all(floor, clicks[:1])  # Bolt's first request sets itself up
-        with metered({"bolt": lambda: [floor.proc.pid]}) as spent:
-            measured.floor_acks = click_all(floor, clicks)
-        measured.bolt_cpu_ms = spent.per(len(clicks))["bolt"]
+        click_all(floor, bursts[0][:1])  # Bolt's first request sets itself up
+        for clicks in bursts:
+            with metered({"bolt": lambda: [floor.proc.pid]}) as spent:
+                measured.floor_acks.append(click_all(floor, clicks))
+            _add(bolt, spent)
         measured.floor_rss_mib = floor.rss_kib() / 1024
     finally:
         floor.stop()
+    n = len(bursts[0])
+    measured.bolt_cpu_ms = bolt.per(n * len(bursts))["bolt"]
     url, workdir = env["DATABASE_URL"], Path(env["WORKSPACE_DIR"])
-    meter = metered(_parts(url))
-    measured.floor_rate = plain_throughput(
-        url, n=len(clicks), request=f"plain {NO_TOOL}", during=lambda: meter
-    )
-    measured.floor_cpu = meter.spent.per(len(clicks))
+    plain = Spent()
+    for _ in bursts:
+        measured.floor_rates.append(_plain_rate(url, n=n, spent=plain))
+    measured.floor_cpu = plain.per(n * len(bursts))
     measured.write_cpu_ms = durable_write_ms(url)
     k = len(measured.to_result)
     measured.floor_resumes = plain_resumes(url, workdir / "plain", AGENT, TIMED, k)
     measured.durable_resumes = durable_to_result(env, sandbox, k=k, request=TIMED)
+
+
+def _plain_rate(url: str, *, n: int, spent: Spent) -> float:
+    """Plain LangGraph resuming n threads at once; the CPU it took is added to ``spent``."""
+    meter = metered(_parts(url))
+    rate = plain_throughput(url, n=n, request=f"plain {NO_TOOL}", during=lambda: meter)
+    _add(spent, meter.spent)
+    return rate
+
+
+def _add(total: Spent, more: Spent) -> None:
+    for part, seconds in more.seconds.items():
+        total.seconds[part] = total.seconds.get(part, 0.0) + seconds
 
 
 @contextmanager
@@ -164,13 +206,14 @@ def against_floors(
         try:
             with _worker_process(env, separate=separate_worker) as worker:
                 parts = _parts(url, **{"approval-bot": lambda: [bot.proc.pid, *worker]})
-                measured, clicks = _bot(bot, sandbox, scale, parts=parts)
+                measured, bursts = _bot(bot, sandbox, scale, parts=parts)
         finally:
             bot.stop()
-        _floors(measured, env=env, sandbox=sandbox, clicks=clicks)
-        integrity = integrity_check(url, scale.clicks + scale.resumes)
+        _floors(measured, env=env, sandbox=sandbox, bursts=bursts)
+        integrity = integrity_check(url, scale.clicks * scale.bursts + scale.resumes)
     return _ratios(measured, scale), [
-        f"\nRSS of `approval-bot serve` after {scale.clicks} approvals: "
+        bursts_line(measured),
+        f"\nRSS of `approval-bot serve` after {scale.clicks * scale.bursts} approvals: "
         f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
         f"the bare Bolt app: {measured.floor_rss_mib:.0f} MiB",
         integrity.strip(),
@@ -180,18 +223,18 @@ def against_floors(
 
 
 def _ratios(m: Measured, scale: Scale) -> list[Ratio]:
-    n, k = scale.clicks, scale.resumes
+    n, k, b = scale.clicks, scale.resumes, scale.bursts
     return [
         Ratio(
-            f"ack p99 ms, {n} concurrent signed clicks",
-            pct(m.floor_acks, 99) * 1000,
-            pct(m.acks, 99) * 1000,
+            f"ack p99 ms, {n} concurrent signed clicks (median of {b} bursts)",
+            statistics.median(pct(acks, 99) for acks in m.floor_acks) * 1000,
+            statistics.median(pct(acks, 99) for acks in m.acks) * 1000,
             2,
         ),
         Ratio(
-            f"approvals/s, {n} pending clicked at once ({WORKER_THREADS} workers)",
-            m.floor_rate,
-            m.rate,
+            f"approvals/s, {n} pending clicked at once ({WORKER_THREADS} workers, median of {b})",
+            statistics.median(m.floor_rates),
+            statistics.median(m.rates),
             0.9,
             at_least=True,
         ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import statistics
 
 import pytest
 
@@ -33,7 +34,18 @@ def test_quick_run_prints_the_four_ratios_with_numbers(
         assert float(floor) > 0 and float(bot) > 0, figure
         assert float(ratio) == pytest.approx(float(bot) / float(floor), rel=0.1, abs=0.01)
         assert re.fullmatch(r"(<=|>=) [\d.]+x", goal) and met in ("yes", "no"), figure
-    assert re.search(r"RSS of `approval-bot serve` after 5 approvals: \d+ MiB", text)
+    assert re.search(r"RSS of `approval-bot serve` after 10 approvals: \d+ MiB", text)
+    each = re.search(
+        r"Each burst: ack p99 ms bot (.+), bare Bolt (.+); approvals/s bot (.+), plain (.+)", text
+    )
+    assert each is not None
+    bursts = [[float(v) for v in group.split(", ")] for group in each.groups()]
+    assert [len(values) for values in bursts] == [2, 2, 2, 2]
+    ack, rate = rows[0], rows[1]
+    assert float(ack[2]) == pytest.approx(statistics.median(bursts[0]), abs=1)
+    assert float(ack[1]) == pytest.approx(statistics.median(bursts[1]), abs=1)
+    assert float(rate[2]) == pytest.approx(statistics.median(bursts[2]), abs=0.15)
+    assert float(rate[1]) == pytest.approx(statistics.median(bursts[3]), abs=0.15)
     cpu = {row[0]: row[1:] for row in _rows(text, "CPU ms per approval")}
     parts = ["approval-bot", "benchmark process", "PostgreSQL backends"]
     assert list(cpu)[:4] == [*parts, "total"]
