@@ -50,6 +50,11 @@ class Spent:
 
     seconds: dict[str, float] = field(default_factory=dict)
 
+    def add(self, more: Spent) -> None:
+        """Count ``more`` in too (a figure measured over several separate blocks)."""
+        for part, seconds in more.seconds.items():
+            self.seconds[part] = self.seconds.get(part, 0.0) + seconds
+
     def per(self, items: int) -> dict[str, float]:
         """Milliseconds per item, by part, with their total."""
         spent = {part: s * 1000 / items for part, s in self.seconds.items()}

@@ -99,7 +99,7 @@ def _burst(
         acks = click_all(bot, cards)
         wait_done(sandbox, cards)
         rate = n / (time.perf_counter() - start)
-    _add(spent, this)
+    spent.add(this)
     return acks, rate, same_clicks
 
 
@@ -147,7 +147,7 @@ def _floors(
         for clicks in bursts:
             with metered({"bolt": lambda: [floor.proc.pid]}) as spent:
                 measured.floor_acks.append(click_all(floor, clicks))
-            _add(bolt, spent)
+            bolt.add(spent)
         measured.floor_rss_mib = floor.rss_kib() / 1024
     finally:
         floor.stop()
@@ -168,13 +168,8 @@ def _plain_rate(url: str, *, n: int, spent: Spent) -> float:
     """Plain LangGraph resuming n threads at once; the CPU it took is added to ``spent``."""
     meter = metered(_parts(url))
     rate = plain_throughput(url, n=n, request=f"plain {NO_TOOL}", during=lambda: meter)
-    _add(spent, meter.spent)
+    spent.add(meter.spent)
     return rate
-
-
-def _add(total: Spent, more: Spent) -> None:
-    for part, seconds in more.seconds.items():
-        total.seconds[part] = total.seconds.get(part, 0.0) + seconds
 
 
 @contextmanager
@@ -215,7 +210,8 @@ def against_floors(
         integrity = integrity_check(url, scale.clicks * scale.bursts + scale.resumes)
     return _ratios(measured, scale), [
         bursts_line(measured),
-        f"\nRSS of `approval-bot serve` after {scale.clicks * scale.bursts} approvals: "
+        f"\nRSS of `approval-bot serve` after {scale.clicks * scale.bursts + scale.resumes} "
+        "approvals: "
         f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
         f"the bare Bolt app: {measured.floor_rss_mib:.0f} MiB",
         integrity.strip(),

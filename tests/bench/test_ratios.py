@@ -34,7 +34,7 @@ def test_quick_run_prints_the_four_ratios_with_numbers(
         assert float(floor) > 0 and float(bot) > 0, figure
         assert float(ratio) == pytest.approx(float(bot) / float(floor), rel=0.1, abs=0.01)
         assert re.fullmatch(r"(<=|>=) [\d.]+x", goal) and met in ("yes", "no"), figure
-    assert re.search(r"RSS of `approval-bot serve` after 10 approvals: \d+ MiB", text)
+    assert re.search(r"RSS of `approval-bot serve` after 13 approvals: \d+ MiB", text)
     each = re.search(
         r"Each burst: ack p99 ms bot (.+), bare Bolt (.+); approvals/s bot (.+), plain (.+)", text
     )
