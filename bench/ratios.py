@@ -192,6 +192,7 @@ def _worker_process(env: dict[str, str], *, separate: bool) -> Iterator[list[int
 def against_floors(
     workdir: Path, scale: Scale, *, separate_worker: bool = False
 ) -> tuple[list[Ratio], list[str]]:
+    approvals = scale.clicks * scale.bursts + scale.resumes  # every burst and single click
     with fresh_database() as url, _sandbox() as sandbox:
         env = bot_env(sandbox, url, workdir / "ws", BENCH_TOOL_SECONDS="0", **SLOW)
         env["CLAIM_LEASE_SECONDS"] = "60"
@@ -207,11 +208,10 @@ def against_floors(
         finally:
             bot.stop()
         _floors(measured, env=env, sandbox=sandbox, bursts=bursts)
-        integrity = integrity_check(url, scale.clicks * scale.bursts + scale.resumes)
+        integrity = integrity_check(url, approvals)
     return _ratios(measured, scale), [
         bursts_line(measured),
-        f"\nRSS of `approval-bot serve` after {scale.clicks * scale.bursts + scale.resumes} "
-        "approvals: "
+        f"\nRSS of `approval-bot serve` after {approvals} approvals: "
         f"{measured.rss_mib:.0f} MiB (peak {measured.peak_mib:.0f} MiB); "
         f"the bare Bolt app: {measured.floor_rss_mib:.0f} MiB",
         integrity.strip(),

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench.cpu import cpu_seconds, durable_write_ms, metered
+from bench.cpu import Spent, cpu_seconds, durable_write_ms, metered
 
 BURN = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
 
@@ -39,3 +39,11 @@ def test_a_busy_process_is_charged_its_cpu_and_an_idle_one_nothing() -> None:
 
 def test_a_durable_write_costs_some_cpu(pg_url: str) -> None:
     assert 0 < durable_write_ms(pg_url, writes=300) < 50
+
+
+def test_cpu_measured_over_separate_blocks_adds_up_by_part() -> None:
+    total = Spent({"bot": 1.0})
+    total.add(Spent({"bot": 0.5, "database": 0.25}))
+    total.add(Spent({"database": 0.25}))
+    assert total.seconds == {"bot": 1.5, "database": 0.5}
+    assert total.per(1000) == {"bot": 1.5, "database": 0.5, "total": 2.0}
