@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from langgraph.types import StateSnapshot
 from sqlalchemy.orm import Session
@@ -97,7 +97,7 @@ class Resumer:
         before = self.runtime.state(request.run_id)
         problem, pending = self._problem(request, before, recovering=recovering)
         if problem is not None:
-            self._finish(request_id, status=RequestStatus.INVALIDATED, outcome=problem)
+            self._finish(request, status=RequestStatus.INVALIDATED, outcome=problem)
             return NOTHING
         try:
             with self.claims.kept(request_id):
@@ -107,12 +107,12 @@ class Resumer:
                 elif before.next and not before.interrupts:
                     self.runtime.invoke(None, request.run_id)  # finish the interrupted step
         except InvalidDecisions as exc:
-            self._finish(request_id, status=RequestStatus.FAILED, outcome=f"not resumed: {exc}")
+            self._finish(request, status=RequestStatus.FAILED, outcome=f"not resumed: {exc}")
             return NOTHING
         except Exception as exc:
             logger.exception("resume of %s failed", request_id)
             failure = f"{type(exc).__name__}: {exc}"
-            self._finish(request_id, status=RequestStatus.FAILED, outcome=failure)
+            self._finish(request, status=RequestStatus.FAILED, outcome=failure)
             return Resumed(run_failed=f"The agent failed after the decision: {exc}")
         fault_point("after_resume")
         after = self.runtime.state(request.run_id)
@@ -122,7 +122,7 @@ class Resumer:
                 return self._unconfirmed(request, state=after, found=found)
         expired = any(a.outcome == ActionOutcome.EXPIRED for a in request.actions)
         self._finish(
-            request_id,
+            request,
             status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
             outcome=summary(request),
             record=lambda s: record_tool_outcomes(s, request, after, policy=self.policy),
@@ -182,7 +182,7 @@ class Resumer:
             record_tool_outcomes(s, request, state, policy=self.policy)
             evidence.record(s, request, found=found)
 
-        self._finish(request.id, status=RequestStatus.FAILED, outcome=text, record=record)
+        self._finish(request, status=RequestStatus.FAILED, outcome=text, record=record)
         return Resumed(run_failed=f"The run was interrupted by a restart: {text}")
 
     def _cancelled(self, request: ApprovalRequest) -> Resumed:
@@ -190,7 +190,7 @@ class Resumer:
         cancel did not close is closed now; its card is redrawn either way, since a decision
         drawn just before the cancel may have been shown after it."""
         if request.status != RequestStatus.CANCELLED:
-            self._finish(request.id, status=RequestStatus.CANCELLED, outcome=CANCELLED_OUTCOME)
+            self._finish(request, status=RequestStatus.CANCELLED, outcome=CANCELLED_OUTCOME)
         else:
             self.announcer.show_card(approval_view(request))
         return NOTHING
@@ -202,52 +202,63 @@ class Resumer:
         with self.db.transaction() as s:
             if not self.claims.claim(s, request_id):
                 return
-        closed = self._finish(request_id, status=RequestStatus.INVALIDATED, outcome=reason)
+            request = ApprovalRepository(s).get(request_id)
+        assert request is not None  # claimed, in the same transaction
+        closed = self._finish(request, status=RequestStatus.INVALIDATED, outcome=reason)
         if closed is not None:
             self.announcer.run_finished(closed)
 
     def _finish(
         self,
-        request_id: str,
+        request: ApprovalRequest,
         *,
         status: RequestStatus,
         outcome: str,
         record: Callable[[Session], None] | None = None,
     ) -> RunView | None:
         """Record the request's end (and, when it was closed unresumed, its run's), then show
-        it on the card. Returns the run it closed, if any: only ``invalidate`` tells the thread
-        at once; otherwise another interrupt of the run may still finish it, and a result left
-        unposted is posted by ``Announcer.post_missing_results``."""
+        it on the card. ``request``: as read at or after its claim; its actions and decisions
+        no longer change, so it is not read again: the card is drawn from it, where the row
+        says the card is now. Returns the run it closed, if any: only ``invalidate`` tells the
+        thread at once; otherwise another interrupt of the run may still finish it, and a
+        result left unposted is posted by ``Announcer.post_missing_results``."""
         with self.db.transaction() as s:
             # Lock order everywhere: the request's row first, then the audit chain.
-            request = ApprovalRepository(s).get(request_id, for_update=True)
-            assert request is not None
-            if request.status == RequestStatus.CANCELLED:
+            place = ApprovalRepository(s).close(request.id, status=status, outcome=outcome)
+            if place is None:
                 return None  # its run was cancelled: that closed it, and that stands
-            ApprovalRepository(s).finish(request, status=status, outcome=outcome)
             if record is not None:
                 record(s)
-            run = RunRepository(s).get(request.run_id)
-            ended = (
-                status == RequestStatus.INVALIDATED
-                and run is not None
-                and run.status != RunStatus.CANCELLED
+            closed_run = (
+                _fail_run(s, request, outcome) if status == RequestStatus.INVALIDATED else None
             )
-            if ended and run is not None:
-                RunRepository(s).set_status(run, RunStatus.FAILED, result_text=outcome)
             AuditRepository(s).record(
                 _AUDITED.get(status, "resume_failed"),
                 outcome="info" if status in _AUDITED_OK else "error",
                 run_id=request.run_id,
-                request_id=request_id,
+                request_id=request.id,
                 team_id=request.team_id,
                 reason=audit_text(self.policy, outcome, request.actions),
             )
-            view = approval_view(request)
-            closed_run = run_view(run) if ended and run is not None else None
         fault_point("before_card_update")
+        view = replace(
+            approval_view(request),
+            status=status,
+            outcome=outcome,
+            card_channel=place.channel,
+            card_ts=place.ts,
+        )
         self.announcer.show_card(view)
         return closed_run
+
+
+def _fail_run(s: Session, request: ApprovalRequest, outcome: str) -> RunView | None:
+    """The run of a request closed unresumed ends with it, unless a cancel ended it first."""
+    run = RunRepository(s).get(request.run_id)
+    if run is None or run.status == RunStatus.CANCELLED:
+        return None
+    RunRepository(s).set_status(run, RunStatus.FAILED, result_text=outcome)
+    return run_view(run)
 
 
 _AUDITED = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
@@ -20,10 +21,19 @@ from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
 __all__ = [
     "ApprovalRepository",
     "AuditRepository",
+    "CardPlace",
     "DecisionRepository",
     "RunRepository",
     "affected",
 ]
+
+
+@dataclass(frozen=True)
+class CardPlace:
+    """Where a request's card is, as its row says now."""
+
+    channel: str | None
+    ts: str | None
 
 
 class ApprovalRepository:
@@ -218,6 +228,28 @@ class ApprovalRepository:
         request.resolved_at = utcnow()
         request.claimed_by = None
         request.claim_expires_at = None
+
+    def close(self, request_id: str, *, status: str, outcome: str) -> CardPlace | None:
+        """Record a claimed request's end in one statement, which takes its row lock too (a
+        cancel committed meanwhile is seen: the update re-reads the row it waited for). None,
+        and nothing written, if it is gone or a cancel closed it first, which stands."""
+        row = self.session.execute(
+            update(ApprovalRequest)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.status != RequestStatus.CANCELLED,
+            )
+            .values(
+                status=status,
+                outcome=outcome,
+                resolved_at=utcnow(),
+                claimed_by=None,
+                claim_expires_at=None,
+            )
+            .returning(ApprovalRequest.card_channel, ApprovalRequest.card_ts)
+            .execution_options(synchronize_session=False)
+        ).one_or_none()
+        return None if row is None else CardPlace(channel=row.card_channel, ts=row.card_ts)
 
     def adopt_card(self, request: ApprovalRequest, *, channel: str, ts: str, shows: str) -> bool:
         """Remember where the card is, unless a reference is already stored (the first one

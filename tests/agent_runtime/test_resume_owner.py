@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from sqlalchemy import event
+
 from agent_runtime.announcer import Announcer
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.claims import Claims
 from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import load_policy
 from agent_runtime.resume import NOTHING, Resumer
-from agent_runtime.views import RunView
+from agent_runtime.views import ApprovalView, RunView
 from store.locks import ThreadLocks
 from store.models import utcnow
 from store.repositories import ApprovalRepository, RunRepository
@@ -42,9 +44,13 @@ class FakeThread:
 @dataclass
 class Told(NullNotifier):
     results: list[RunView] = field(default_factory=list)
+    cards: list[ApprovalView] = field(default_factory=list)
 
     def run_finished(self, run: RunView) -> None:
         self.results.append(run)
+
+    def approval_updated(self, approval: ApprovalView) -> None:
+        self.cards.append(approval)
 
 
 def resumer_on(tmp_path, thread: FakeThread, *, claimed_by: str = "me"):  # type: ignore[no-untyped-def]
@@ -149,3 +155,63 @@ def test_an_unchanged_claim_is_resumed_from_the_decision_read(tmp_path):
     claimed = _as_claimed(db, seeded)
     assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
     assert statuses(db, seeded)[0] == RequestStatus.INVALIDATED
+
+
+def test_the_outcome_is_written_by_the_statement_that_locks_it_without_reading_it_again(tmp_path):
+    """The resumer holds the request as its claim left it (its actions and decisions no longer
+    change): its end is one conditional update, which takes the row's lock and returns where
+    the card is, with no second read of the request, its actions and its decisions."""
+    thread = FakeThread()  # no interrupt waiting: the request is closed, invalidated
+    db, seeded, resumer, told = resumer_on(tmp_path, thread)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.card_channel, request.card_ts = "C1", "1.1"
+    claimed = _as_claimed(db, seeded)
+    sent: list[str] = []
+    event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    touching = [q.split()[0] for q in sent if "approval_requests" in q.split("WHERE")[0]]
+    writes = [q for q in sent if q.startswith("UPDATE approval_requests SET status")]
+    assert len(writes) == 1 and "RETURNING" in writes[0], writes
+    assert touching == ["SELECT", "UPDATE", "UPDATE"], sent  # claim re-read, end, card shown
+    assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.FAILED)
+    assert [c.status for c in told.cards] == [RequestStatus.INVALIDATED]
+
+
+def test_the_card_shown_is_where_it_is_now_not_where_the_claim_read_it(tmp_path):
+    """A card posted again after the claim was read (its first post lost) is the one shown."""
+    thread = FakeThread()
+    db, seeded, resumer, told = resumer_on(tmp_path, thread)
+    claimed = _as_claimed(db, seeded)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.card_channel, request.card_ts = "C9", "9.9"
+    resumer.resume(seeded.request_id, claimed=claimed)
+    assert [(c.card_channel, c.card_ts, c.status) for c in told.cards] == [
+        ("C9", "9.9", RequestStatus.INVALIDATED)
+    ]
+
+
+@dataclass
+class CancelledMeanwhile(FakeThread):
+    """The run is cancelled (its request closed) while the thread's checkpoint is read."""
+
+    db: Any = None
+    request_id: str = ""
+
+    def state(self, thread_id: str) -> Any:
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(self.request_id)
+            request.status = RequestStatus.CANCELLED
+            request.run.status = RunStatus.CANCELLED
+        return super().state(thread_id)
+
+
+def test_a_cancel_committed_after_the_claim_read_stands_over_the_outcome(tmp_path):
+    thread = CancelledMeanwhile()
+    db, seeded, resumer, told = resumer_on(tmp_path, thread)
+    thread.db, thread.request_id = db, seeded.request_id
+    claimed = _as_claimed(db, seeded)
+    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    assert statuses(db, seeded) == (RequestStatus.CANCELLED, RunStatus.CANCELLED)
+    assert told.cards == [] and told.results == [], "the cancel redraws its own cards"
