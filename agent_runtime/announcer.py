@@ -117,13 +117,13 @@ class Announcer:
         except Exception:
             logger.exception("could not update the card of %s; it is retried later", view.id)
             return
-        with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            if repo.mark_card(view.id, status=view.status):
+        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
+            if ApprovalRepository(s).mark_card(view.id, status=view.status):
                 return
-            # Drawn before a change that another thread drew first (a cancel between a decision
-            # and its redraw): Slack shows whichever update came last, so draw it again.
-            request = repo.get(view.id)
+        # Drawn before a change that another thread drew first (a cancel between a decision
+        # and its redraw): Slack shows whichever update came last, so draw it again.
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(view.id)
             now = approval_view(request) if request is not None else None
         if now is not None and now.status != view.status:
             self.show_card(now)

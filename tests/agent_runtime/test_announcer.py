@@ -9,11 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from sqlalchemy import event
 
 from agent_runtime.announcer import Announcer
 from agent_runtime.notifier import MessageRef, NullNotifier
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from store.claim_repository import ClaimRepository
+from store.db import Database
 from store.locks import ThreadLocks
 from store.models import utcnow
 from store.repositories import ApprovalRepository, RunRepository
@@ -180,3 +182,33 @@ def test_a_card_left_with_its_buttons_by_a_resume_that_died_is_redrawn(tmp_path)
     assert notifier.updated == [RequestStatus.RESUMING]
     assert announcer.repair_cards() == 0, "the card now shows what the request is"
     assert resuming.status == RequestStatus.RESUMING
+
+
+def test_remembering_what_a_card_shows_is_one_statement_with_no_transaction_around_it(
+    migrated_pg_url,
+):
+    """On PostgreSQL the mark is its own transaction: no BEGIN and COMMIT round trips for
+    what every decision and every resume does once more."""
+    db = Database(migrated_pg_url)
+    try:
+        notifier = FlakyNotifier(failing=False)
+        announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
+        seeded = seed_request(db)
+        announcer.post_card(seeded.request_id)
+        with db.transaction() as s:
+            request = ApprovalRepository(s).get(seeded.request_id)
+            ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
+            done = approval_view(request)
+        marks: list[bool] = []
+
+        def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
+            if statement.startswith("UPDATE approval_requests SET card_status"):
+                marks.append(conn.connection.driver_connection.autocommit)
+
+        event.listen(db.engine, "before_cursor_execute", note)
+        announcer.show_card(done)
+        assert notifier.updated == [RequestStatus.RESOLVED]
+        assert card_of(db, seeded.request_id)[1] == RequestStatus.RESOLVED
+        assert marks == [True], "the mark ran inside a transaction of its own making"
+    finally:
+        db.dispose()
