@@ -37,8 +37,7 @@ class DecisionRepository:
             attempt_key=attempt_key,
         )
         self.session.add(decision)
-        action.decisions.append(decision)
-        self.session.flush()
+        action.decisions.append(decision)  # written with the transaction's next flush
         return decision
 
     def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.decisions import Attempt
@@ -124,11 +125,12 @@ def _full_loads(log: list[str]) -> int:
     )
 
 
-def test_a_completing_decision_loads_its_request_twice_in_all(
+def test_a_completing_decision_loads_its_request_once_in_all(
     world: tuple[Env, list[str]],
 ) -> None:
-    """Once to decide (under its row lock) and once to record the outcome: the resumer starts
-    from what the claiming transaction read, and checks only the claim and the run."""
+    """Once to decide, under its row lock: the resumer starts from what the claiming
+    transaction read, checks only the claim and the run, and records the outcome with a
+    conditional update."""
     env, log = world
     run_id, action_id = paused_run(env)
     attempt = _attempt(env, action_id, REVIEWER)
@@ -141,7 +143,7 @@ def test_a_completing_decision_loads_its_request_twice_in_all(
     assert env.notes.finished[-1].id == run_id
     assert env.notes.finished[-1].status == "completed"
     reads = [e[:120] for e in log if "approval_requests" in e]
-    assert _full_loads(log) == 2, reads
+    assert _full_loads(log) == 1, reads
 
 
 def test_a_completing_decision_inserts_its_audit_events_in_one_statement(
@@ -184,3 +186,27 @@ def test_the_resumers_look_at_the_claim_is_its_own_transaction_on_postgresql(
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_decision_writes_through_the_orm_twice_not_three_times(
+    world: tuple[Env, list[str]],
+) -> None:
+    """The decision and its action's outcome go out together, when the audit chain's head is
+    locked, and the audit events at the commit: each unit of work the ORM flushes costs its
+    bookkeeping on the click's path once more."""
+    env, _log = world
+    _run, action_id = paused_run(env, PUBLISH)
+    attempt = _attempt(env, action_id, GROUPIE)
+    flushed: list[list[str]] = []
+
+    def note(session: Session, _context: object) -> None:
+        flushed.append(sorted(type(o).__name__ for o in [*session.new, *session.dirty]))
+
+    event.listen(Session, "after_flush", note)
+    try:
+        result = env.engine.decisions.record(action_id=action_id, attempt=attempt)
+    finally:
+        event.remove(Session, "after_flush", note)
+    assert result.refusal is None
+    assert len(flushed) == 2, flushed
+    assert "Decision" in flushed[0] and "Action" in flushed[0], flushed
