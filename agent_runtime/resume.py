@@ -133,9 +133,9 @@ class Resumer:
         """The request now. Once claimed, nothing changes its actions or decisions (they are
         taken only while it is pending): what may have changed since ``claimed`` was read is
         its claim (taken over), its run (cancelled), and its card's reference and status. One
-        short read tells the first two; the card is never drawn from ``claimed`` (``_finish``
-        reads the request again, under its lock, before it shows the outcome). That read is
-        one statement: its own transaction, with no BEGIN and COMMIT on the click's path."""
+        short read tells the first two; ``_finish`` takes the card's reference from the row it
+        closes, and the status it wrote. That read is one statement: its own transaction, with
+        no BEGIN and COMMIT on the click's path."""
         if claimed is not None and claimed.id == request_id:
             with self.db.single() as s:
                 now = ClaimRepository(s).claim_state(request_id)
@@ -226,7 +226,7 @@ class Resumer:
             # Lock order everywhere: the request's row first, then the audit chain.
             place = ApprovalRepository(s).close(request.id, status=status, outcome=outcome)
             if place is None:
-                return None  # its run was cancelled: that closed it, and that stands
+                return None  # a cancel, or a taker of the claim, closed it first: that stands
             if record is not None:
                 record(s)
             closed_run = (
@@ -241,12 +241,14 @@ class Resumer:
                 reason=audit_text(self.policy, outcome, request.actions),
             )
         fault_point("before_card_update")
+        drawn = approval_view(request)
         view = replace(
-            approval_view(request),
+            drawn,
             status=status,
             outcome=outcome,
             card_channel=place.channel,
             card_ts=place.ts,
+            run=closed_run if closed_run is not None else drawn.run,
         )
         self.announcer.show_card(view)
         return closed_run

@@ -230,14 +230,16 @@ class ApprovalRepository:
         request.claim_expires_at = None
 
     def close(self, request_id: str, *, status: str, outcome: str) -> CardPlace | None:
-        """Record a claimed request's end in one statement, which takes its row lock too (a
-        cancel committed meanwhile is seen: the update re-reads the row it waited for). None,
-        and nothing written, if it is gone or a cancel closed it first, which stands."""
+        """Record a claimed request's end in one statement, which takes its row lock too (on
+        PostgreSQL an update that waited for the lock checks its condition again on the row
+        as committed). Only a request still resuming is closed: None, and nothing written,
+        if it is gone, or a cancel closed it first, or a process that took its claim over
+        recorded its end first; what was recorded first stands."""
         row = self.session.execute(
             update(ApprovalRequest)
             .where(
                 ApprovalRequest.id == request_id,
-                ApprovalRequest.status != RequestStatus.CANCELLED,
+                ApprovalRequest.status == RequestStatus.RESUMING,
             )
             .values(
                 status=status,

@@ -212,3 +212,23 @@ def test_remembering_what_a_card_shows_is_one_statement_with_no_transaction_arou
         assert marks == [True], "the mark ran inside a transaction of its own making"
     finally:
         db.dispose()
+
+
+def test_a_mark_refused_on_postgresql_draws_the_card_again_as_it_is_now(migrated_pg_url):
+    """Drawn just before a cancel that another thread drew first: the mark (autocommit) finds
+    the request moved on, and the card is drawn once more from the row."""
+    db = Database(migrated_pg_url)
+    try:
+        notifier = FlakyNotifier(failing=False)
+        announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
+        seeded = seed_request(db)
+        announcer.post_card(seeded.request_id)
+        with db.transaction() as s:
+            request = ApprovalRepository(s).get(seeded.request_id)
+            drawn = approval_view(request)  # still pending when drawn
+            ApprovalRepository(s).finish(request, status=RequestStatus.CANCELLED, outcome="x")
+        announcer.show_card(drawn)
+        assert notifier.updated == [RequestStatus.PENDING, RequestStatus.CANCELLED]
+        assert card_of(db, seeded.request_id)[1] == RequestStatus.CANCELLED
+    finally:
+        db.dispose()

@@ -16,7 +16,7 @@ from agent_runtime.claims import Claims
 from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import load_policy
 from agent_runtime.resume import NOTHING, Resumer
-from agent_runtime.views import ApprovalView, RunView
+from agent_runtime.views import ApprovalView, RunView, approval_view
 from store.locks import ThreadLocks
 from store.models import utcnow
 from store.repositories import ApprovalRepository, RunRepository
@@ -215,3 +215,33 @@ def test_a_cancel_committed_after_the_claim_read_stands_over_the_outcome(tmp_pat
     assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
     assert statuses(db, seeded) == (RequestStatus.CANCELLED, RunStatus.CANCELLED)
     assert told.cards == [] and told.results == [], "the cancel redraws its own cards"
+
+
+def test_an_end_recorded_elsewhere_first_is_never_turned_into_a_cancel(tmp_path):
+    """Our claim was taken over while we waited for the run's lock; the taker resumed it (the
+    tool ran) and then the run was cancelled. Reading "cancelled run" late, we must not
+    write "cancelled: nothing ran" over what ran, nor draw it on the card."""
+    thread = FakeThread()
+    db, seeded, resumer, told = resumer_on(tmp_path, thread)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="ran")
+        request.card_channel, request.card_ts = "C1", "1.1"
+        RunRepository(s).set_status(request.run, RunStatus.CANCELLED)
+    assert resumer.resume(seeded.request_id) == NOTHING
+    assert statuses(db, seeded) == (RequestStatus.RESOLVED, RunStatus.CANCELLED)
+    assert [c.status for c in told.cards] != [RequestStatus.CANCELLED]
+    assert thread.invoked == []
+
+
+def test_an_invalidated_card_is_drawn_with_the_run_it_failed(tmp_path):
+    thread = FakeThread()
+    db, seeded, resumer, told = resumer_on(tmp_path, thread, claimed_by="nobody")
+    with db.transaction() as s:  # pending again, with a card: the policy changed meanwhile
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.status, request.claimed_by = RequestStatus.PENDING, None
+        request.card_channel, request.card_ts = "C1", "1.1"
+    resumer.invalidate(seeded.request_id, reason="the approval policy changed")
+    with db.transaction() as s:
+        fresh = approval_view(ApprovalRepository(s).get(seeded.request_id))
+    assert told.cards == [fresh], "the card shows what a fresh read of the request shows"

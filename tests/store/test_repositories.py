@@ -3,16 +3,19 @@ request's row alone."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 import pytest
 from sqlalchemy import event, select, text
 from sqlalchemy.exc import OperationalError
 
+from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.migrate import upgrade
 from store.models import Run
-from store.repositories import ApprovalRepository, DecisionRepository
+from store.repositories import ApprovalRepository, CardPlace, DecisionRepository
+from store.statuses import RequestStatus
 from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
 from tests.store.test_pending_slots import ALICE, RM, _request
 
@@ -93,3 +96,95 @@ def test_a_request_locked_after_a_wait_shows_what_was_committed_during_it(pg_url
     assert not worker.is_alive() and not failures
     assert seen == [1]
     db.dispose()
+
+
+def _resuming(db: Database) -> str:
+    stored = _request(db, [RM])
+    with db.transaction() as s:
+        assert ClaimRepository(s).claim(stored.id, owner="me", lease=dt.timedelta(minutes=1))
+    return stored.id
+
+
+def _status(db: Database, request_id: str) -> str:
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request is not None
+        return request.status
+
+
+@pytest.mark.parametrize("before", [RequestStatus.CANCELLED, RequestStatus.RESOLVED])
+def test_only_a_resuming_request_is_closed(store_url: str, before: RequestStatus) -> None:
+    """A cancel stands; so does an end another process recorded first (it took the claim over
+    and resumed): a late closer never turns what ran into "cancelled", or the reverse."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status=before, outcome="first")
+    with db.transaction() as s:
+        closed = ApprovalRepository(s).close(
+            request_id, status=RequestStatus.CANCELLED, outcome="late"
+        )
+    assert closed is None
+    assert _status(db, request_id) == before
+    db.dispose()
+
+
+def test_closing_waits_for_a_cancel_under_way_and_the_cancel_stands(pg_url: str) -> None:
+    """The close's update waits for the row a cancel holds, then sees the cancel."""
+    db = Database(pg_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    closed: list[object] = []
+    failures: list[BaseException] = []
+
+    def late_close() -> None:
+        try:
+            with db.transaction() as s:
+                closed.append(
+                    ApprovalRepository(s).close(
+                        request_id, status=RequestStatus.RESOLVED, outcome="done"
+                    )
+                )
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    worker = threading.Thread(target=late_close)
+    with db.transaction() as cancel:
+        request = ApprovalRepository(cancel).get(request_id, for_update=True)
+        assert request is not None
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+        ApprovalRepository(cancel).finish(request, status=RequestStatus.CANCELLED, outcome="x")
+    worker.join(timeout=30)
+    assert not worker.is_alive() and not failures
+    assert closed == [None]
+    assert _status(db, request_id) == RequestStatus.CANCELLED
+    db.dispose()
+
+
+def test_closing_returns_where_the_card_was_stored_while_it_waited(pg_url: str) -> None:
+    db = Database(pg_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    closed: list[CardPlace | None] = []
+    worker = threading.Thread(
+        target=lambda: closed.append(_close(db, request_id)),
+    )
+    with db.transaction() as adopting:
+        request = ApprovalRepository(adopting).get(request_id, for_update=True)
+        assert request is not None
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+        ApprovalRepository(adopting).adopt_card(request, channel="C7", ts="7.7", shows="pending")
+    worker.join(timeout=30)
+    assert closed == [CardPlace(channel="C7", ts="7.7")]
+    assert _status(db, request_id) == RequestStatus.RESOLVED
+    db.dispose()
+
+
+def _close(db: Database, request_id: str) -> CardPlace | None:
+    with db.transaction() as s:
+        return ApprovalRepository(s).close(request_id, status=RequestStatus.RESOLVED, outcome="ok")
