@@ -36,6 +36,21 @@ def start_and_find_card(bot: BotProcess, state: SandboxState) -> tuple[Message, 
     return root, card
 
 
+def wait_settled(state: SandboxState, root: Message, *, card: Message, bot: BotProcess) -> None:
+    """Wait for the survivor to finish; if it never does, fail with what the card shows and
+    what the bot logged (a timeout alone tells nothing about where it stopped)."""
+    try:
+        state.wait_for(lambda: settled(state, root, card=card), timeout=WAIT)
+    except TimeoutError:
+        bot.stop()  # its log is complete once it has stopped
+        shown = state.message(card.channel, card.ts)
+        blocks = json.dumps(shown.blocks if shown is not None else None)[:2000]
+        pytest.fail(
+            f"never settled; results in the thread: {len(results_in(state, root))}; "
+            f"the card shows {blocks}\nthe bot logged:\n{''.join(bot.log[-60:])}"
+        )
+
+
 def approve(bot: BotProcess, card: Message) -> None:
     approve = next(b for b in buttons(card) if b.text == "Approve")
     bot.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve)
@@ -83,7 +98,7 @@ def test_a_crash_at_any_point_is_finished_by_the_next_process(
 
     survivor = BotProcess(bot_env(sandbox, migrated_pg_url, workspace), sandbox)
     try:
-        state.wait_for(lambda: settled(state, root, card=card), timeout=WAIT)
+        wait_settled(state, root, card=card, bot=survivor)
     finally:
         survivor.stop()
         sandbox.stop()
@@ -111,7 +126,7 @@ def test_a_card_posted_just_before_a_crash_is_adopted_not_posted_twice(
     try:
         assert len(cards_in(state, root)) == 1, "the card was posted again"
         approve(survivor, card)
-        state.wait_for(lambda: settled(state, root, card=card), timeout=WAIT)
+        wait_settled(state, root, card=card, bot=survivor)
     finally:
         survivor.stop()
         sandbox.stop()
