@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import socket
 import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -18,10 +20,48 @@ T = TypeVar("T")
 ADMIN_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql://127.0.0.1:5432/test")
 
 
+_PREFIX = "approval_bench_"
+
+
+def _host_tag(host: str | None = None) -> str:
+    return hashlib.sha256((host or socket.gethostname()).encode()).hexdigest()[:8]
+
+
+def bench_database_name(*, pid: int | None = None, host: str | None = None) -> str:
+    """A run's database, named after the host and process that made it: a run killed before
+    it could drop it (``kill -9``, a closed terminal) is known by its dead process."""
+    return f"{_PREFIX}{_host_tag(host)}_{pid or os.getpid()}_{uuid.uuid4().hex[:10]}"
+
+
+def _left_by_dead_runs(names: Iterable[str]) -> list[str]:
+    """Databases this host's runs made whose process is gone; another host's are not ours
+    to judge."""
+    dead = []
+    for name in names:
+        host, _, rest = name.removeprefix(_PREFIX).partition("_")
+        pid = rest.partition("_")[0]
+        if host != _host_tag() or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            dead.append(name)
+        except PermissionError:
+            continue  # alive, another user's
+    return dead
+
+
 @contextlib.contextmanager
 def fresh_database() -> Iterator[str]:
-    name = f"approval_bench_{uuid.uuid4().hex[:10]}"
+    """A new database for one measurement, dropped after it, and first any that killed runs
+    on this host left behind (each holds a whole store: they add up)."""
+    name = bench_database_name()
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s", (_PREFIX + "%",)
+        )
+        for left in _left_by_dead_runs(row[0] for row in found.fetchall()):
+            conn.execute(f'DROP DATABASE IF EXISTS "{left}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
         yield ADMIN_URL.rpartition("/")[0] + "/" + name

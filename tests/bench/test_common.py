@@ -1,0 +1,57 @@
+"""The benchmarks' databases: a run killed before it could drop its own leaves it behind; the
+next run on the same host drops what dead runs left, and nothing a live run still uses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psycopg
+
+from bench import common
+
+
+def _databases(admin_url: str) -> set[str]:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'approval_bench_%'")
+        return {row[0] for row in rows}
+
+
+def _create(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _drop(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _dead_pid() -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(done.stdout)
+
+
+def test_a_new_run_drops_what_dead_runs_on_this_host_left(pg_admin_url, monkeypatch) -> None:
+    monkeypatch.setattr(common, "ADMIN_URL", pg_admin_url)
+    dead = common.bench_database_name(pid=_dead_pid())
+    alive = common.bench_database_name()  # this process's: a run under way
+    elsewhere = common.bench_database_name(pid=_dead_pid(), host="another-host")
+    for name in (dead, alive, elsewhere):
+        _create(pg_admin_url, name)
+    try:
+        with common.fresh_database() as url:
+            left = _databases(pg_admin_url)
+            mine = url.rpartition("/")[2]
+            assert mine in left
+        assert dead not in left, "a dead run's database was left behind"
+        assert alive in left and elsewhere in left, "only this host's dead runs are swept"
+        assert mine not in _databases(pg_admin_url), "a run drops its own when it ends"
+    finally:
+        for name in (dead, alive, elsewhere):
+            _drop(pg_admin_url, name)
