@@ -187,8 +187,9 @@ class Resumer:
 
     def _cancelled(self, request: ApprovalRequest) -> Resumed:
         """Its run was cancelled (read under the run's lock): never resume it. A request the
-        cancel did not close is closed now; its card is redrawn either way, since a decision
-        drawn just before the cancel may have been shown after it."""
+        cancel did not close is closed now, if still resuming (one that a taker of its claim
+        ended first keeps that end, and the card its taker drew). A cancelled one's card is
+        drawn again: a decision drawn just before the cancel may have been shown after it."""
         if request.status != RequestStatus.CANCELLED:
             self._finish(request, status=RequestStatus.CANCELLED, outcome=CANCELLED_OUTCOME)
         else:

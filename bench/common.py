@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import socket
 import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
@@ -21,47 +23,72 @@ ADMIN_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql://127.0.0.1:5432/te
 
 
 _PREFIX = "approval_bench_"
+logger = logging.getLogger(__name__)
+
+
+def _read(path: str, *, link: bool = False) -> str:
+    try:
+        return os.readlink(path) if link else Path(path).read_text().strip()
+    except OSError:
+        return ""
 
 
 def _host_tag(host: str | None = None) -> str:
-    return hashlib.sha256((host or socket.gethostname()).encode()).hexdigest()[:8]
+    """This host, this boot and this process namespace: a pid means a process only there
+    (two containers may share a host name and a database server, not their pids)."""
+    seen_from = [
+        host or socket.gethostname(),
+        _read("/proc/sys/kernel/random/boot_id"),
+        _read("/proc/self/ns/pid", link=True),
+    ]
+    return hashlib.sha256("|".join(seen_from).encode()).hexdigest()[:8]
 
 
 def bench_database_name(*, pid: int | None = None, host: str | None = None) -> str:
-    """A run's database, named after the host and process that made it: a run killed before
-    it could drop it (``kill -9``, a closed terminal) is known by its dead process."""
+    """A run's database, named after where and by which process it was made: a run killed
+    before it could drop it (``kill -9``, a closed terminal) is known by its dead process."""
     return f"{_PREFIX}{_host_tag(host)}_{pid or os.getpid()}_{uuid.uuid4().hex[:10]}"
 
 
-def _left_by_dead_runs(names: Iterable[str]) -> list[str]:
-    """Databases this host's runs made whose process is gone; another host's are not ours
-    to judge."""
-    dead = []
-    for name in names:
-        host, _, rest = name.removeprefix(_PREFIX).partition("_")
-        pid = rest.partition("_")[0]
-        if host != _host_tag() or not pid.isdigit():
+def _dead(name: str) -> bool:
+    """Made here by a process that is gone; another host's, or a name of another form, is
+    not ours to judge."""
+    tag, _, rest = name.removeprefix(_PREFIX).partition("_")
+    pid = rest.partition("_")[0]
+    if tag != _host_tag() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False  # alive (another user's), or no pid at all
+    return False
+
+
+def _drop_left_behind(conn: psycopg.Connection[Any]) -> None:
+    """Drop what killed runs left (each a whole store: they add up), never one in use."""
+    idle = conn.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname NOT IN "
+        "(SELECT datname FROM pg_stat_activity WHERE datname IS NOT NULL)",
+        (_PREFIX + "%",),
+    ).fetchall()
+    for (name,) in idle:
+        if not _dead(name):
             continue
         try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            dead.append(name)
-        except PermissionError:
-            continue  # alive, another user's
-    return dead
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')  # fails if anyone connected since
+        except psycopg.Error as exc:
+            logger.warning("left %s in place: %s", name, exc)
 
 
 @contextlib.contextmanager
 def fresh_database() -> Iterator[str]:
-    """A new database for one measurement, dropped after it, and first any that killed runs
-    on this host left behind (each holds a whole store: they add up)."""
+    """A new database for one measurement, dropped after it; first, those that killed runs
+    here left behind."""
     name = bench_database_name()
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE %s", (_PREFIX + "%",)
-        )
-        for left in _left_by_dead_runs(row[0] for row in found.fetchall()):
-            conn.execute(f'DROP DATABASE IF EXISTS "{left}" WITH (FORCE)')
+        _drop_left_behind(conn)
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
         yield ADMIN_URL.rpartition("/")[0] + "/" + name

@@ -89,8 +89,14 @@ class BotProcess:
         line = next(ln for ln in status.splitlines() if ln.startswith(field + ":"))
         return int(line.split()[1])
 
-    def stop(self) -> int:
+    def stop(self, *, patience: float = 60.0) -> int:
+        """Stop it as an operator would (SIGTERM: finish in-flight work); one still running
+        after ``patience`` seconds is killed, so a stuck bot never outlives its test."""
         self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
+        try:
+            code = self.proc.wait(timeout=patience)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
         self._reader.join(timeout=10)
         return code

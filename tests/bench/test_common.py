@@ -42,16 +42,21 @@ def test_a_new_run_drops_what_dead_runs_on_this_host_left(pg_admin_url, monkeypa
     dead = common.bench_database_name(pid=_dead_pid())
     alive = common.bench_database_name()  # this process's: a run under way
     elsewhere = common.bench_database_name(pid=_dead_pid(), host="another-host")
-    for name in (dead, alive, elsewhere):
+    in_use = common.bench_database_name(pid=_dead_pid())  # someone is still connected
+    names = (dead, alive, elsewhere, in_use)
+    for name in names:
         _create(pg_admin_url, name)
     try:
-        with common.fresh_database() as url:
+        with (
+            psycopg.connect(pg_admin_url.rpartition("/")[0] + "/" + in_use),
+            common.fresh_database() as url,
+        ):
             left = _databases(pg_admin_url)
             mine = url.rpartition("/")[2]
             assert mine in left
         assert dead not in left, "a dead run's database was left behind"
-        assert alive in left and elsewhere in left, "only this host's dead runs are swept"
+        assert {alive, elsewhere, in_use} <= left, "only this host's dead, unused ones go"
         assert mine not in _databases(pg_admin_url), "a run drops its own when it ends"
     finally:
-        for name in (dead, alive, elsewhere):
+        for name in names:
             _drop(pg_admin_url, name)
