@@ -184,51 +184,47 @@ def test_a_card_left_with_its_buttons_by_a_resume_that_died_is_redrawn(tmp_path)
     assert resuming.status == RequestStatus.RESUMING
 
 
-def test_remembering_what_a_card_shows_is_one_statement_with_no_transaction_around_it(
-    migrated_pg_url,
-):
+@pytest.fixture
+def pg_card(migrated_pg_url):  # type: ignore[no-untyped-def]
+    """On PostgreSQL: a pending request whose card is posted."""
+    db = Database(migrated_pg_url)
+    notifier = FlakyNotifier(failing=False)
+    announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
+    seeded = seed_request(db)
+    announcer.post_card(seeded.request_id)
+    yield db, notifier, announcer, seeded
+    db.dispose()
+
+
+def test_remembering_what_a_card_shows_is_one_statement_with_no_transaction_around_it(pg_card):
     """On PostgreSQL the mark is its own transaction: no BEGIN and COMMIT round trips for
     what every decision and every resume does once more."""
-    db = Database(migrated_pg_url)
-    try:
-        notifier = FlakyNotifier(failing=False)
-        announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
-        seeded = seed_request(db)
-        announcer.post_card(seeded.request_id)
-        with db.transaction() as s:
-            request = ApprovalRepository(s).get(seeded.request_id)
-            ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
-            done = approval_view(request)
-        marks: list[bool] = []
+    db, notifier, announcer, seeded = pg_card
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
+        done = approval_view(request)
+    marks: list[bool] = []
 
-        def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
-            if statement.startswith("UPDATE approval_requests SET card_status"):
-                marks.append(conn.connection.driver_connection.autocommit)
+    def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
+        if statement.startswith("UPDATE approval_requests SET card_status"):
+            marks.append(conn.connection.driver_connection.autocommit)
 
-        event.listen(db.engine, "before_cursor_execute", note)
-        announcer.show_card(done)
-        assert notifier.updated == [RequestStatus.RESOLVED]
-        assert card_of(db, seeded.request_id)[1] == RequestStatus.RESOLVED
-        assert marks == [True], "the mark ran inside a transaction of its own making"
-    finally:
-        db.dispose()
+    event.listen(db.engine, "before_cursor_execute", note)
+    announcer.show_card(done)
+    assert notifier.updated == [RequestStatus.RESOLVED]
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.RESOLVED
+    assert marks == [True], "the mark ran inside a transaction of its own making"
 
 
-def test_a_mark_refused_on_postgresql_draws_the_card_again_as_it_is_now(migrated_pg_url):
+def test_a_mark_refused_on_postgresql_draws_the_card_again_as_it_is_now(pg_card):
     """Drawn just before a cancel that another thread drew first: the mark (autocommit) finds
     the request moved on, and the card is drawn once more from the row."""
-    db = Database(migrated_pg_url)
-    try:
-        notifier = FlakyNotifier(failing=False)
-        announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
-        seeded = seed_request(db)
-        announcer.post_card(seeded.request_id)
-        with db.transaction() as s:
-            request = ApprovalRepository(s).get(seeded.request_id)
-            drawn = approval_view(request)  # still pending when drawn
-            ApprovalRepository(s).finish(request, status=RequestStatus.CANCELLED, outcome="x")
-        announcer.show_card(drawn)
-        assert notifier.updated == [RequestStatus.PENDING, RequestStatus.CANCELLED]
-        assert card_of(db, seeded.request_id)[1] == RequestStatus.CANCELLED
-    finally:
-        db.dispose()
+    db, notifier, announcer, seeded = pg_card
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        drawn = approval_view(request)  # still pending when drawn
+        ApprovalRepository(s).finish(request, status=RequestStatus.CANCELLED, outcome="x")
+    announcer.show_card(drawn)
+    assert notifier.updated == [RequestStatus.PENDING, RequestStatus.CANCELLED]
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.CANCELLED
