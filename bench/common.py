@@ -50,12 +50,12 @@ def bench_database_name(*, pid: int | None = None, host: str | None = None) -> s
     return f"{_PREFIX}{_host_tag(host)}_{pid or os.getpid()}_{uuid.uuid4().hex[:10]}"
 
 
-def _dead(name: str) -> bool:
-    """Made here by a process that is gone; another host's, or a name of another form, is
-    not ours to judge."""
+def _dead(name: str, *, here: str) -> bool:
+    """Made here (``here``: this host's tag) by a process that is gone; another host's, or
+    a name of another form, is not ours to judge."""
     tag, _, rest = name.removeprefix(_PREFIX).partition("_")
     pid = rest.partition("_")[0]
-    if tag != _host_tag() or not pid.isdigit():
+    if tag != here or not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)
@@ -73,8 +73,9 @@ def _drop_left_behind(conn: psycopg.Connection[Any]) -> None:
         "(SELECT datname FROM pg_stat_activity WHERE datname IS NOT NULL)",
         (_PREFIX + "%",),
     ).fetchall()
+    here = _host_tag()
     for (name,) in idle:
-        if not _dead(name):
+        if not _dead(name, here=here):
             continue
         try:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')  # fails if anyone connected since

@@ -28,6 +28,17 @@ __all__ = [
 ]
 
 
+def _ended(status: str, outcome: str) -> dict[str, object]:
+    """What a request's end writes, whether through the ORM or one statement."""
+    return {
+        "status": status,
+        "outcome": outcome,
+        "resolved_at": utcnow(),
+        "claimed_by": None,
+        "claim_expires_at": None,
+    }
+
+
 @dataclass(frozen=True)
 class CardPlace:
     """Where a request's card is, as its row says now."""
@@ -223,11 +234,8 @@ class ApprovalRepository:
         return affected(result) > 0
 
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
-        request.status = status
-        request.outcome = outcome
-        request.resolved_at = utcnow()
-        request.claimed_by = None
-        request.claim_expires_at = None
+        for name, value in _ended(status, outcome).items():
+            setattr(request, name, value)
 
     def close(self, request_id: str, *, status: str, outcome: str) -> CardPlace | None:
         """Record a claimed request's end in one statement, which takes its row lock too (on
@@ -241,13 +249,7 @@ class ApprovalRepository:
                 ApprovalRequest.id == request_id,
                 ApprovalRequest.status == RequestStatus.RESUMING,
             )
-            .values(
-                status=status,
-                outcome=outcome,
-                resolved_at=utcnow(),
-                claimed_by=None,
-                claim_expires_at=None,
-            )
+            .values(**_ended(status, outcome))
             .returning(ApprovalRequest.card_channel, ApprovalRequest.card_ts)
             .execution_options(synchronize_session=False)
         ).one_or_none()
