@@ -9,6 +9,7 @@ import sys
 import psycopg
 
 from bench import common
+from tests.migrated import drop_database
 
 
 def _databases(admin_url: str) -> set[str]:
@@ -20,11 +21,6 @@ def _databases(admin_url: str) -> set[str]:
 def _create(admin_url: str, name: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _drop(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _dead_pid() -> int:
@@ -59,4 +55,4 @@ def test_a_new_run_drops_what_dead_runs_on_this_host_left(pg_admin_url, monkeypa
         assert mine not in _databases(pg_admin_url), "a run drops its own when it ends"
     finally:
         for name in names:
-            _drop(pg_admin_url, name)
+            drop_database(pg_admin_url, name)
