@@ -182,8 +182,7 @@ class AuditRepository:
             # This transaction already holds the chain's turn and is its only writer: the tip
             # it extends is current (one a rolled-back savepoint emptied is not kept).
             return held
-        stmt = select(AuditHead).where(AuditHead.id == shard).with_for_update()
-        head = self.session.scalars(stmt.execution_options(populate_existing=True)).first()
+        head = self._head_row(shard)
         problem = head_problem(head, self.key)
         if problem is not None or head is None:
             raise AuditChainError(f"audit log: {in_shard(shard, str(problem))}")
@@ -193,6 +192,15 @@ class AuditRepository:
         tip = ChainTip.of(head, transaction=transaction, key=self.key)
         hold(self.session, tip)
         return tip
+
+    def _head_row(self, shard: int) -> AuditHead | None:
+        """The head as its row is now, row-locked: a Core read into an object the session does
+        not hold, so nothing pending is flushed for it (the transaction's writes go out
+        together at its commit) and the ORM's cost stays off every append's path."""
+        columns = [c.name for c in AuditHead.__table__.columns]
+        stmt = select(*(getattr(AuditHead, name) for name in columns)).where(AuditHead.id == shard)
+        row = self.session.connection().execute(stmt.with_for_update()).first()
+        return None if row is None else AuditHead(**dict(zip(columns, row, strict=True)))
 
     def _check_not_rolled_back(self, head: AuditHead) -> None:
         """A head with fewer events than this process saw committed was restored from an older

@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import event as orm_event
 from sqlalchemy import update
 from sqlalchemy.orm import Session, SessionTransaction
-from sqlalchemy.orm.attributes import set_committed_value
 
 from store.audit_chain import head_mac
 from store.audit_models import AuditEvent, AuditHead
@@ -29,7 +28,6 @@ class ChainTip:
     """The head as read under its lock (``base_*``) plus this transaction's events."""
 
     transaction: SessionTransaction
-    head: AuditHead
     shard: int
     keyed_from: int | None
     base_count: int
@@ -43,7 +41,6 @@ class ChainTip:
     def of(cls, head: AuditHead, *, transaction: SessionTransaction, key: bytes | None) -> ChainTip:
         return cls(
             transaction=transaction,
-            head=head,
             shard=head.id,
             keyed_from=head.keyed_from,
             base_count=head.event_count,
@@ -119,10 +116,7 @@ def write_tip(session: Session) -> None:
         )
     else:
         values["mac"] = ""
-    session.execute(
-        update(AuditHead).where(AuditHead.id == tip.shard).values(**values),
-        execution_options={"synchronize_session": False},
+    session.connection().execute(
+        update(AuditHead).where(AuditHead.id == tip.shard).values(**values)
     )
-    for name, value in values.items():
-        set_committed_value(tip.head, name, value)
     tip.written = (tip.count, last.id)

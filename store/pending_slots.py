@@ -46,7 +46,7 @@ APPROVING = ("approve", "edit")
 def close_request(session: Session, request_id: str) -> None:
     """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see. Its
     slots are gone now, so the commit need not rewrite them (nor its actions')."""
-    session.execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
+    session.connection().execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
     within = session.get_nested_transaction() or session.get_transaction()
     _touched(session).closed[request_id] = within
 

@@ -30,8 +30,19 @@ class SwitchRepository:
         """``hold``: a shared lock until the transaction ends, so a pause commits either
         before this reader (which then sees it) or after it (PostgreSQL; SQLite writes one at a
         time)."""
-        stmt = select(ExecutionSwitch).where(ExecutionSwitch.id == SWITCH_ID)
-        row = self.session.scalar(stmt.with_for_update(read=True) if hold else stmt)
+        stmt = select(
+            ExecutionSwitch.paused,
+            ExecutionSwitch.reason,
+            ExecutionSwitch.changed_by,
+            ExecutionSwitch.changed_at,
+        ).where(ExecutionSwitch.id == SWITCH_ID)
+        # A Core read on the transaction's connection: it is on every decision's path and at
+        # every point of effect, and through the ORM it costs about twice the CPU.
+        row = (
+            self.session.connection()
+            .execute(stmt.with_for_update(read=True) if hold else stmt)
+            .first()
+        )
         if row is None:  # a database migrated without the row: treat as running
             return SwitchState(paused=False)
         return SwitchState(row.paused, row.reason, row.changed_by, row.changed_at)
