@@ -118,14 +118,15 @@ class Announcer:
             logger.exception("could not update the card of %s; it is retried later", view.id)
             return
         with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-            if ApprovalRepository(s).mark_card(view.id, status=view.status):
+            if ApprovalRepository(s).mark_card(view.id, status=view.status, decisions=_count(view)):
                 return
-        # Drawn before a change that another thread drew first (a cancel between a decision
-        # and its redraw): Slack shows whichever update came last, so draw it again.
+        # Drawn before a change that another thread drew first (a cancel, or a decision,
+        # between a decision and its redraw): Slack shows whichever update came last, so
+        # draw it again.
         with self.db.transaction() as s:
             request = ApprovalRepository(s).get(view.id)
             now = approval_view(request) if request is not None else None
-        if now is not None and now.status != view.status:
+        if now is not None and (now.status, _count(now)) != (view.status, _count(view)):
             self.show_card(now)
 
     @contextmanager
@@ -255,7 +256,7 @@ class Announcer:
         except Exception:
             logger.exception("could not post the result of %s; it is retried later", run.id)
             return
-        with self.db.transaction() as s:
+        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
             RunRepository(s).mark_result_posted(run.id)
 
     def post_missing_results(self, *, settled_before: dt.datetime) -> int:
@@ -286,3 +287,9 @@ class Announcer:
             self.notifier.approval_reminder(view, reviewers, escalation)
         except Exception:
             logger.exception("could not send the reminder of %s", view.id)
+
+
+def _count(view: ApprovalView) -> int:
+    """How many decisions a card was drawn with: with its status, what tells a drawing out of
+    date (an approval of two, an edit, leave the status pending)."""
+    return sum(len(action.decisions) for action in view.actions)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.audit_log import AuditRepository
 from store.db import affected
 from store.decision_repository import DecisionRepository
-from store.models import Action, ApprovalRequest, utcnow
+from store.models import Action, ApprovalRequest, Decision, utcnow
 from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
 
@@ -222,12 +222,24 @@ class ApprovalRepository:
         )
         return affected(result) > 0
 
-    def mark_card(self, request_id: str, *, status: str) -> bool:
+    def mark_card(self, request_id: str, *, status: str, decisions: int) -> bool:
         """Remember that the card shows ``status``; False (nothing remembered) if the request
-        has moved on since it was drawn: the card is out of date and must be drawn again."""
+        has moved on since it was drawn with ``decisions`` decisions: its status, or a
+        decision recorded since (the status alike). The card is out of date and must be drawn
+        again."""
+        recorded = (
+            select(func.count())
+            .select_from(Decision)
+            .where(Decision.request_id == request_id)
+            .scalar_subquery()
+        )
         result = self.session.execute(
             update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == status)
+            .where(
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.status == status,
+                recorded == decisions,
+            )
             .values(card_status=status)
             .execution_options(synchronize_session=False)
         )

@@ -18,7 +18,7 @@ from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.locks import ThreadLocks
 from store.models import utcnow
-from store.repositories import ApprovalRepository, RunRepository
+from store.repositories import ApprovalRepository, DecisionRepository, RunRepository
 from store.statuses import RequestStatus, RunStatus
 from tests.agent_runtime.rows import seed_request, sqlite_store
 
@@ -28,6 +28,7 @@ class FlakyNotifier(NullNotifier):
     failing: bool = True
     posted: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    drawn: list[ApprovalView] = field(default_factory=list)
     results: list[str] = field(default_factory=list)
     in_chat: MessageRef | None = None
     on_update: Callable[[], None] | None = None
@@ -45,6 +46,7 @@ class FlakyNotifier(NullNotifier):
         if self.failing:
             raise TimeoutError("slack did not answer")
         self.updated.append(approval.status)
+        self.drawn.append(approval)
         if self.on_update is not None:
             self.on_update()
 
@@ -228,3 +230,71 @@ def test_a_mark_refused_on_postgresql_draws_the_card_again_as_it_is_now(pg_card)
     announcer.show_card(drawn)
     assert notifier.updated == [RequestStatus.PENDING, RequestStatus.CANCELLED]
     assert card_of(db, seeded.request_id)[1] == RequestStatus.CANCELLED
+
+
+def test_a_posted_result_is_remembered_in_one_statement_with_no_transaction_around_it(pg_card):
+    """Every finished run does it once, after its result reached the thread: on PostgreSQL
+    no BEGIN and COMMIT round trips around the one statement."""
+    db, notifier, announcer, seeded = pg_card
+    with db.transaction() as s:
+        run = RunRepository(s).get(seeded.run_id)
+        RunRepository(s).set_status(run, RunStatus.COMPLETED, result_text="sent")
+        view = run_view(run)
+    marks: list[bool] = []
+
+    def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
+        if statement.startswith("UPDATE runs SET result_posted"):
+            marks.append(conn.connection.driver_connection.autocommit)
+
+    event.listen(db.engine, "before_cursor_execute", note)
+    announcer.run_finished(view)
+    assert notifier.results == [seeded.run_id]
+    assert marks == [True], "the mark ran inside a transaction of its own making"
+    settled = utcnow() + dt.timedelta(seconds=1)
+    assert announcer.post_missing_results(settled_before=settled) == 0, "remembered as posted"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def posted_card(request, tmp_path):  # type: ignore[no-untyped-def]
+    """A pending request whose card is posted, on either store."""
+    if request.param == "sqlite":
+        db = sqlite_store(tmp_path)
+    else:
+        db = Database(request.getfixturevalue("migrated_pg_url"))
+    notifier = FlakyNotifier(failing=False)
+    announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
+    seeded = seed_request(db)
+    announcer.post_card(seeded.request_id)
+    yield db, notifier, announcer, seeded
+    db.dispose()
+
+
+def _decide(db: Database, seeded) -> ApprovalView:  # type: ignore[no-untyped-def]
+    """A reviewer's decision that leaves the request pending (one approval of two)."""
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        DecisionRepository(s).add(
+            request.actions[0], reviewer_id="U0REL1", team_id="T1", type_="approve", message=None
+        )
+        return approval_view(request)
+
+
+def test_a_card_drawn_before_a_decision_that_reaches_slack_last_is_drawn_again(posted_card):
+    """Two redraws of a pending card cross on their way to Slack, and the one drawn before a
+    reviewer's decision arrives last: the status alike, the decision tells that it is out of
+    date, and the card is drawn once more, with the decision on it."""
+    db, notifier, announcer, seeded = posted_card
+    with db.transaction() as s:
+        before = approval_view(ApprovalRepository(s).get(seeded.request_id))
+    after = _decide(db, seeded)
+    announcer.show_card(after)
+    announcer.show_card(before)  # the older drawing reaches Slack last
+    shown = [len(view.actions[0].decisions) for view in notifier.drawn]
+    assert shown == [1, 0, 1], shown
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
+
+
+def test_a_card_drawn_as_the_request_is_now_is_drawn_once(posted_card):
+    db, notifier, announcer, seeded = posted_card
+    announcer.show_card(_decide(db, seeded))
+    assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1]
