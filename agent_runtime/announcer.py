@@ -124,7 +124,9 @@ class Announcer:
         # between a decision and its redraw): Slack shows whichever update came last, so
         # draw it again.
         with self.db.transaction() as s:
-            request = ApprovalRepository(s).get(view.id)
+            repo = ApprovalRepository(s)
+            repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn now
+            request = repo.get(view.id)
             now = approval_view(request) if request is not None else None
         if now is not None and (now.status, _count(now)) != (view.status, _count(view)):
             self.show_card(now)

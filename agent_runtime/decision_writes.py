@@ -84,11 +84,16 @@ def apply_decision(
     normalized_edit: dict[str, Any] | None,
     policy: Policy,
 ) -> None:
-    """An edit binds the action to a new hash: approvals of the old version stop counting."""
+    """An edit binds the action to a new hash: approvals of the old version stop counting.
+    The rows are written as the decision is made, before the audit chain's head is locked."""
+    repo = ApprovalRepository(s)
     if attempt.decision == DecisionType.EDIT:
         assert normalized_edit is not None
-        action.edited_args = normalized_edit
-        action.current_hash = action_hash(action.tool_name, normalized_edit, request.policy_version)
+        repo.decide_action(
+            action,
+            edited_args=normalized_edit,
+            current_hash=action_hash(action.tool_name, normalized_edit, request.policy_version),
+        )
     approvers = facts_of(request, action).approvers_so_far | {attempt.actor.user_id}
     DecisionRepository(s).add(
         action,
@@ -104,7 +109,9 @@ def apply_decision(
         approvals_required=action.approvals_required,
     )
     approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
-    action.outcome = ActionOutcome.EDITED if approved_edit else outcome
+    decided = ActionOutcome.EDITED if approved_edit else outcome
+    if decided != action.outcome:
+        repo.decide_action(action, outcome=decided)
     rule = policy.rule_for(action.tool_name)
     AuditRepository(s).record(
         "decision_recorded",

@@ -195,12 +195,14 @@ class AuditRepository:
 
     def _head_row(self, shard: int) -> AuditHead | None:
         """The head as its row is now, row-locked: a Core read into an object the session does
-        not hold, so nothing pending is flushed for it (the transaction's writes go out
-        together at its commit) and the ORM's cost stays off every append's path."""
-        columns = [c.name for c in AuditHead.__table__.columns]
-        stmt = select(*(getattr(AuditHead, name) for name in columns)).where(AuditHead.id == shard)
+        not hold, which keeps the ORM's cost off every append's path."""
+        # Lock order everywhere: the rows the transaction changed, then the chain's head. Rows
+        # changed through the ORM are written now, not at the commit after the head's lock.
+        self.session.flush()
+        names = [attr.key for attr in inspect(AuditHead).column_attrs]
+        stmt = select(*(getattr(AuditHead, name) for name in names)).where(AuditHead.id == shard)
         row = self.session.connection().execute(stmt.with_for_update()).first()
-        return None if row is None else AuditHead(**dict(zip(columns, row, strict=True)))
+        return None if row is None else AuditHead(**dict(zip(names, row, strict=True)))
 
     def _check_not_rolled_back(self, head: AuditHead) -> None:
         """A head with fewer events than this process saw committed was restored from an older

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, CursorResult, Result, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
-from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 CONNECT_TIMEOUT = 10  # seconds, for the start-up check: an unreachable host fails in one line
 AUDIT_KEY_INFO = "audit_key"
@@ -185,7 +185,9 @@ class Database:
         )
         self._single_sessions = sessionmaker(own, expire_on_commit=False, info=info)
         event.listen(self._single_sessions, "before_flush", _refuse_flush)
-        event.listen(self._single_sessions, "do_orm_execute", _refuse_second_statement)
+        # On the engine, not the sessions: Core statements sent to the unit's connection (as
+        # repositories do, past the ORM) are counted too.
+        event.listen(self.engine, "before_execute", _refuse_second_statement)
 
     @property
     def is_sqlite(self) -> bool:
@@ -206,7 +208,12 @@ class Database:
         PostgreSQL, so the ORM's unit of work (which may write several) is refused, and so is
         a second statement: use ``transaction`` for those."""
         with self._single_sessions() as session, session.begin():
-            yield session
+            marks = session.connection().info
+            marks[_STATEMENTS_RAN] = 0
+            try:
+                yield session
+            finally:
+                del marks[_STATEMENTS_RAN]  # the pooled connection may serve a transaction next
 
     def ping(self) -> None:
         """Raise unless the database answers a trivial query."""
@@ -225,18 +232,21 @@ def _refuse_flush(session: Session, _context: Any, _instances: Any) -> None:
         )
 
 
-_STATEMENT_RAN_INFO = "single_statement_ran"
+_STATEMENTS_RAN = "single_unit_statements"
+"""``Connection.info``, present while the connection serves a ``Database.single`` unit."""
 
 
-def _refuse_second_statement(state: ORMExecuteState) -> None:
+def _refuse_second_statement(conn: Connection, *_statement: Any) -> None:
     """Refused on SQLite too (where the unit is a transaction): found there, not in production."""
-    info = state.session.info
-    if info.get(_STATEMENT_RAN_INFO):
+    ran = conn.info.get(_STATEMENTS_RAN)
+    if ran is None:
+        return
+    if ran:
         raise RuntimeError(
             "a Database.single unit runs one statement (two would not be atomic on "
             "PostgreSQL); use Database.transaction"
         )
-    info[_STATEMENT_RAN_INFO] = True
+    conn.info[_STATEMENTS_RAN] = 1
 
 
 def affected(result: Result[Any]) -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy.orm.attributes import set_committed_value
 
 from store.models import Action, Decision, new_id, utcnow
 
@@ -24,20 +25,26 @@ class DecisionRepository:
         message: str | None,
         attempt_key: str | None = None,
     ) -> Decision:
-        decision = Decision(
-            id=new_id("dec"),
-            action_id=action.id,
-            request_id=action.request_id,
-            reviewer_id=reviewer_id,
-            team_id=team_id,
-            type=type_,
-            message=message,
-            action_hash=action.bound_hash,
-            created_at=utcnow(),
-            attempt_key=attempt_key,
-        )
-        self.session.add(decision)
-        action.decisions.append(decision)  # written with the transaction's next flush
+        """Written now, as one Core statement (before anything the transaction locks after
+        it, such as the audit chain's head), and added to ``action.decisions`` as a row the
+        session holds: the ORM has nothing left to write for it."""
+        row = {
+            "id": new_id("dec"),
+            "action_id": action.id,
+            "request_id": action.request_id,
+            "reviewer_id": reviewer_id,
+            "team_id": team_id,
+            "type": type_,
+            "message": message,
+            "action_hash": action.bound_hash,
+            "created_at": utcnow(),
+            "attempt_key": attempt_key,
+        }
+        self.session.connection().execute(insert(Decision).values(**row))
+        decision = Decision(**row)
+        make_transient_to_detached(decision)
+        self.session.add(decision)  # persistent, as if loaded: nothing to insert
+        set_committed_value(action, "decisions", [*action.decisions, decision])
         return decision
 
     def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:

@@ -51,6 +51,12 @@ def close_request(session: Session, request_id: str) -> None:
     _touched(session).closed[request_id] = within
 
 
+def action_changed(session: Session, *, action_id: str, request_id: str) -> None:
+    """An action's outcome written by a Core UPDATE, which the flush hook cannot see: its
+    slots are rewritten at the commit (none, if its request was closed meanwhile)."""
+    _touched(session).actions[action_id] = request_id
+
+
 def rebuild(session: Session) -> int:
     """Recompute every slot from the requests and actions (after a bulk load); rows written."""
     conn = session.connection()
@@ -148,8 +154,9 @@ def _inside(transaction: object, savepoint: SessionTransaction) -> bool:
 
 @event.listens_for(Session, "before_commit")
 def _write_slots(session: Session) -> None:
-    """Rewrite the slots of what the transaction touched, in it, once: a decision changes an
-    action and its request in several flushes, and each rewrite costs two statements."""
+    """Rewrite the slots of what the transaction touched, in it, once: a transaction may
+    change an action and its request in several flushes or statements, and each rewrite costs
+    two statements."""
     if session.in_nested_transaction():
         return
     session.flush()

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import ColumnElement
 
+from store import pending_slots
 from store.audit_log import AuditRepository
 from store.db import affected
 from store.decision_repository import DecisionRepository
@@ -245,6 +247,17 @@ class ApprovalRepository:
         )
         return affected(result) > 0
 
+    def forget_card(self, request_id: str, *, shows: str) -> None:
+        """The card may show less than was recorded with the status it shows (a drawing that
+        reached Slack after a newer one): forget what it shows, so that the repair draws it
+        again if nothing else does first. A request that moved on is left as it is: its card
+        status already differs from its status."""
+        self.session.connection().execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == shows)
+            .values(card_status=None)
+        )
+
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
         for name, value in _ended(status, outcome).items():
             setattr(request, name, value)
@@ -256,8 +269,9 @@ class ApprovalRepository:
         if it is gone, or a cancel closed it first, or a process that took its claim over
         recorded its end first; what was recorded first stands.
 
-        A Core statement on the transaction's connection, as are the other statements of a
-        click's path that load no objects: through the ORM each costs about twice the CPU."""
+        A Core statement on the transaction's connection, as are the statements of a
+        decision's transaction that load no objects: through the ORM each costs about twice
+        the CPU."""
         row = (
             self.session.connection()
             .execute(
@@ -272,6 +286,19 @@ class ApprovalRepository:
             .one_or_none()
         )
         return None if row is None else CardPlace(channel=row.card_channel, ts=row.card_ts)
+
+    def decide_action(self, action: Action, **changes: object) -> None:
+        """Write an action's decided fields (``outcome``, ``edited_args``, ``current_hash``)
+        now, as one Core statement, and make ``action`` say so with nothing left for the ORM
+        to write. Its review slots are rewritten at the commit."""
+        self.session.connection().execute(
+            update(Action).where(Action.id == action.id).values(**changes)
+        )
+        for name, value in changes.items():
+            set_committed_value(action, name, value)
+        pending_slots.action_changed(
+            self.session, action_id=action.id, request_id=action.request_id
+        )
 
     def adopt_card(self, request: ApprovalRequest, *, channel: str, ts: str, shows: str) -> bool:
         """Remember where the card is, unless a reference is already stored (the first one

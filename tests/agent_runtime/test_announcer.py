@@ -298,3 +298,25 @@ def test_a_card_drawn_as_the_request_is_now_is_drawn_once(posted_card):
     db, notifier, announcer, seeded = posted_card
     announcer.show_card(_decide(db, seeded))
     assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1]
+
+
+def test_a_card_whose_redraw_failed_after_a_refused_mark_is_left_to_the_repair(posted_card):
+    """The older drawing reached Slack last and its redraw failed (or the process died before
+    it): the card shows fewer decisions than recorded, the status alike. The refused mark
+    forgets what the card shows, so the repair redraws it."""
+    db, notifier, announcer, seeded = posted_card
+    with db.transaction() as s:
+        before = approval_view(ApprovalRepository(s).get(seeded.request_id))
+    announcer.show_card(_decide(db, seeded))
+
+    def fail_from_now_on() -> None:
+        notifier.failing = True
+
+    notifier.on_update = fail_from_now_on
+    announcer.show_card(before)  # reaches Slack; its redraw does not
+    notifier.failing, notifier.on_update = False, None
+    assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1, 0]
+    assert announcer.repair_cards() == 1
+    assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1, 0, 1]
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
+    assert announcer.repair_cards() == 0, "the card now shows what the request is"

@@ -188,28 +188,34 @@ def test_the_resumers_look_at_the_claim_is_its_own_transaction_on_postgresql(
         env.db.dispose()
 
 
-def test_a_decision_writes_through_the_orm_once(
+def test_a_decision_writes_its_rows_before_the_audit_head_and_flushes_once(
     world: tuple[Env, list[str]],
 ) -> None:
-    """The decision, its action's outcome and the audit events go out together at the commit:
-    each unit of work the ORM flushes costs its bookkeeping on the click's path once more (the
-    audit chain's head is locked by a Core read, which flushes nothing)."""
-    env, _log = world
-    _run, action_id = paused_run(env, PUBLISH)
-    attempt = _attempt(env, action_id, GROUPIE)
+    """The decision and its action's outcome are Core statements, sent before the audit
+    chain's head is locked (lock order: the request's rows, then the chain); the ORM flushes
+    only the audit events, once, at the commit: each unit of work costs its bookkeeping on
+    the click's path."""
+    env, log = world
+    _run, action_id = paused_run(env)
+    attempt = _attempt(env, action_id, REVIEWER)
     flushed: list[list[str]] = []
 
     def note(session: Session, _context: object) -> None:
         flushed.append(sorted(type(o).__name__ for o in [*session.new, *session.dirty]))
 
+    _watch(env, log)
+    log.clear()
     event.listen(Session, "after_flush", note)
     try:
         result = env.engine.decisions.record(action_id=action_id, attempt=attempt)
     finally:
         event.remove(Session, "after_flush", note)
-    assert result.refusal is None
-    assert len(flushed) == 1, flushed
-    assert {"Decision", "Action", "AuditEvent"} <= set(flushed[0]), flushed
+    assert result.completed
+    assert len(flushed) == 1 and set(flushed[0]) == {"AuditEvent"}, flushed
+    head = next(i for i, e in enumerate(log) if "FROM audit_head" in e)
+    for written in ("INSERT INTO decisions", "UPDATE actions SET outcome"):
+        at = next((i for i, e in enumerate(log) if e.startswith(written)), None)
+        assert at is not None and at < head, (written, log)
 
 
 def test_a_decision_asks_the_orm_only_to_load_its_request(

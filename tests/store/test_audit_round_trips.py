@@ -12,7 +12,9 @@ from sqlalchemy.exc import OperationalError
 from store.audit_chain import AuditChainError
 from store.audit_models import AuditEvent, AuditHead
 from store.db import Database
-from store.repositories import AuditRepository
+from store.models import Run, utcnow
+from store.repositories import AuditRepository, RunRepository
+from store.statuses import RunStatus
 from tests.store.audit_env import KEY, append, check, open_store
 from tests.store.test_audit_shards import (
     _wait_until_another_backend_waits_for_a_lock,
@@ -203,3 +205,37 @@ def test_events_of_a_released_savepoint_and_after_it_link_up(store_url: str) -> 
     report = check(db)
     assert report.intact and report.checked == 2
     db.dispose()
+
+
+def test_a_row_changed_before_an_append_is_written_before_the_head_is_locked(
+    store_url: str,
+) -> None:
+    """Lock order everywhere: the rows a transaction changed (a run's status, say), then the
+    audit chain's head. A row changed through the ORM is written when the head is locked, not
+    at the commit: the transaction never holds the head while it waits for that row."""
+    db = open_store(store_url)
+    (x,) = runs_in_distinct_shards(1)
+    now = utcnow()
+    with db.transaction() as s:
+        RunRepository(s).add(
+            Run(
+                id=x,
+                requester_id="U0ALICE",
+                channel_id="C1",
+                request_text="send it",
+                status=RunStatus.WAITING,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    sent = _statements(db)
+    with db.transaction() as s:
+        run = RunRepository(s).get(x)
+        assert run is not None
+        RunRepository(s).set_status(run, RunStatus.FAILED, result_text="stopped")
+        AuditRepository(s).record("run_failed", run_id=x)
+        before_commit = list(sent)
+    run_written = [i for i, q in enumerate(before_commit) if q.startswith("UPDATE runs")]
+    head_read = [i for i, q in enumerate(before_commit) if "FROM audit_head" in q]
+    assert run_written and head_read, before_commit
+    assert run_written[0] < head_read[0], before_commit

@@ -278,8 +278,8 @@ _ACTION_COLUMNS = (
 def test_a_transaction_rewrites_the_slots_it_touched_once_when_it_commits(
     store_url: str,
 ) -> None:
-    """A decision changes an action and its request in several flushes; the slots are
-    rewritten once, at commit, from what the transaction leaves."""
+    """A transaction that changes an action and its request in several flushes: the slots
+    are rewritten once, at commit, from what the transaction leaves."""
     db = Database(store_url)
     upgrade(db.engine)
     first, second = _request(db, [RM]), _request(db, [RM], minutes=30)
@@ -376,4 +376,28 @@ def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(stor
     _agree(db)
     assert _fast(db, REL, [RM], [REQUESTER]) == []
     assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
+    db.dispose()
+
+
+def test_an_outcome_written_as_a_core_statement_moves_the_slots_at_commit(
+    store_url: str,
+) -> None:
+    """A decision writes its action's outcome past the ORM, which the flush hook never sees:
+    the action is noted all the same, and leaves the list when the transaction commits (not
+    before: a rolled-back one leaves it listed)."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    request = _request(db, [RM])
+    with pytest.raises(RuntimeError), db.transaction() as s:
+        action = s.get(Action, request.actions[0].id)
+        assert action is not None
+        ApprovalRepository(s).decide_action(action, outcome="rejected")
+        raise RuntimeError("the transaction fails")
+    assert _fast(db, REL, [RM], []) == [request.id]
+    with db.transaction() as s:
+        action = s.get(Action, request.actions[0].id)
+        assert action is not None
+        ApprovalRepository(s).decide_action(action, outcome="rejected")
+        assert action.outcome == "rejected" and not s.dirty, "nothing left for the ORM"
+    assert _fast(db, REL, [RM], []) == []
     db.dispose()

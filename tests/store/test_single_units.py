@@ -58,3 +58,21 @@ def test_a_second_statement_in_a_single_unit_is_refused(db: Database) -> None:
     with pytest.raises(RuntimeError, match=r"use Database\.transaction"), db.single() as s:
         s.execute(text("SELECT 1"))
         s.execute(text("SELECT 2"))
+
+
+def test_a_second_statement_on_the_units_connection_is_refused_too(db: Database) -> None:
+    """Repositories send Core statements straight to the unit's connection, past the ORM: the
+    guard counts what the connection runs, so those are refused as well."""
+    with pytest.raises(RuntimeError, match=r"use Database\.transaction"), db.single() as s:
+        s.connection().execute(text("SELECT 1"))
+        s.connection().execute(text("SELECT 2"))
+
+
+def test_the_connection_of_a_single_unit_goes_back_to_the_pool_unmarked(db: Database) -> None:
+    """The pooled connection a unit used (a refused one too) may serve a transaction next."""
+    for _ in range(2):
+        with pytest.raises(RuntimeError), db.single() as s:
+            s.execute(text("SELECT 1"))
+            s.execute(text("SELECT 2"))
+        with db.transaction() as s:
+            assert [s.scalar(text("SELECT 1")), s.scalar(text("SELECT 2"))] == [1, 2]
