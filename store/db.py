@@ -185,9 +185,10 @@ class Database:
         )
         self._single_sessions = sessionmaker(own, expire_on_commit=False, info=info)
         event.listen(self._single_sessions, "before_flush", _refuse_flush)
-        # On the engine, not the sessions: Core statements sent to the unit's connection (as
-        # repositories do, past the ORM) are counted too.
-        event.listen(self.engine, "before_execute", _refuse_second_statement)
+        # On the units' engine, not their sessions: Core statements sent to the unit's
+        # connection (as repositories do, past the ORM) are counted too. On PostgreSQL that
+        # engine is the units' own: no other statement pays for an engine event.
+        event.listen(own, "before_execute", _refuse_second_statement)
 
     @property
     def is_sqlite(self) -> bool:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Update, bindparam, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import ColumnElement
@@ -28,6 +29,17 @@ __all__ = [
     "RunRepository",
     "affected",
 ]
+
+
+@functools.cache
+def _action_update(names: tuple[str, ...]) -> Update:
+    """An UPDATE of these fields of one action, built once per set of fields (the values go as
+    parameters)."""
+    return (
+        update(Action)
+        .where(Action.id == bindparam("decided_action"))
+        .values({name: bindparam(name) for name in names})
+    )
 
 
 def _ended(status: str, outcome: str) -> dict[str, object]:
@@ -291,9 +303,8 @@ class ApprovalRepository:
         """Write an action's decided fields (``outcome``, ``edited_args``, ``current_hash``)
         now, as one Core statement, and make ``action`` say so with nothing left for the ORM
         to write. Its review slots are rewritten at the commit."""
-        self.session.connection().execute(
-            update(Action).where(Action.id == action.id).values(**changes)
-        )
+        fields = _action_update(tuple(sorted(changes)))
+        self.session.connection().execute(fields, {"decided_action": action.id, **changes})
         for name, value in changes.items():
             set_committed_value(action, name, value)
         pending_slots.action_changed(
