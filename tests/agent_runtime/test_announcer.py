@@ -190,12 +190,29 @@ def test_a_card_left_with_its_buttons_by_a_resume_that_died_is_redrawn(tmp_path)
 def pg_card(migrated_pg_url):  # type: ignore[no-untyped-def]
     """On PostgreSQL: a pending request whose card is posted."""
     db = Database(migrated_pg_url)
+    yield _with_posted_card(db)
+    db.dispose()
+
+
+def _with_posted_card(db: Database):  # type: ignore[no-untyped-def]
     notifier = FlakyNotifier(failing=False)
     announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
     seeded = seed_request(db)
     announcer.post_card(seeded.request_id)
-    yield db, notifier, announcer, seeded
-    db.dispose()
+    return db, notifier, announcer, seeded
+
+
+def _autocommit_of(db: Database, prefix: str) -> list[bool]:
+    """Whether each statement starting with ``prefix`` from now on ran in autocommit (its
+    own transaction) or inside one; the list grows as they are sent."""
+    marks: list[bool] = []
+
+    def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
+        if statement.startswith(prefix):
+            marks.append(conn.connection.driver_connection.autocommit)
+
+    event.listen(db.engine, "before_cursor_execute", note)
+    return marks
 
 
 def test_remembering_what_a_card_shows_is_one_statement_with_no_transaction_around_it(pg_card):
@@ -206,13 +223,7 @@ def test_remembering_what_a_card_shows_is_one_statement_with_no_transaction_arou
         request = ApprovalRepository(s).get(seeded.request_id)
         ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
         done = approval_view(request)
-    marks: list[bool] = []
-
-    def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
-        if statement.startswith("UPDATE approval_requests SET card_status"):
-            marks.append(conn.connection.driver_connection.autocommit)
-
-    event.listen(db.engine, "before_cursor_execute", note)
+    marks = _autocommit_of(db, "UPDATE approval_requests SET card_status")
     announcer.show_card(done)
     assert notifier.updated == [RequestStatus.RESOLVED]
     assert card_of(db, seeded.request_id)[1] == RequestStatus.RESOLVED
@@ -240,13 +251,7 @@ def test_a_posted_result_is_remembered_in_one_statement_with_no_transaction_arou
         run = RunRepository(s).get(seeded.run_id)
         RunRepository(s).set_status(run, RunStatus.COMPLETED, result_text="sent")
         view = run_view(run)
-    marks: list[bool] = []
-
-    def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
-        if statement.startswith("UPDATE runs SET result_posted"):
-            marks.append(conn.connection.driver_connection.autocommit)
-
-    event.listen(db.engine, "before_cursor_execute", note)
+    marks = _autocommit_of(db, "UPDATE runs SET result_posted")
     announcer.run_finished(view)
     assert notifier.results == [seeded.run_id]
     assert marks == [True], "the mark ran inside a transaction of its own making"
@@ -261,11 +266,7 @@ def posted_card(request, tmp_path):  # type: ignore[no-untyped-def]
         db = sqlite_store(tmp_path)
     else:
         db = Database(request.getfixturevalue("migrated_pg_url"))
-    notifier = FlakyNotifier(failing=False)
-    announcer = Announcer(db=db, notifier=notifier, locks=ThreadLocks(db))
-    seeded = seed_request(db)
-    announcer.post_card(seeded.request_id)
-    yield db, notifier, announcer, seeded
+    yield _with_posted_card(db)
     db.dispose()
 
 

@@ -12,9 +12,9 @@ from sqlalchemy.exc import OperationalError
 from store.audit_chain import AuditChainError
 from store.audit_models import AuditEvent, AuditHead
 from store.db import Database
-from store.models import Run, utcnow
 from store.repositories import AuditRepository, RunRepository
 from store.statuses import RunStatus
+from tests.agent_runtime.rows import seed_request
 from tests.store.audit_env import KEY, append, check, open_store
 from tests.store.test_audit_shards import (
     _wait_until_another_backend_waits_for_a_lock,
@@ -214,20 +214,7 @@ def test_a_row_changed_before_an_append_is_written_before_the_head_is_locked(
     audit chain's head. A row changed through the ORM is written when the head is locked, not
     at the commit: the transaction never holds the head while it waits for that row."""
     db = open_store(store_url)
-    (x,) = runs_in_distinct_shards(1)
-    now = utcnow()
-    with db.transaction() as s:
-        RunRepository(s).add(
-            Run(
-                id=x,
-                requester_id="U0ALICE",
-                channel_id="C1",
-                request_text="send it",
-                status=RunStatus.WAITING,
-                created_at=now,
-                updated_at=now,
-            )
-        )
+    x = seed_request(db).run_id
     sent = _statements(db)
     with db.transaction() as s:
         run = RunRepository(s).get(x)
