@@ -196,8 +196,9 @@ class AuditRepository:
     def _head_row(self, shard: int) -> AuditHead | None:
         """The head as its row is now, row-locked: a Core read into an object the session does
         not hold, which keeps the ORM's cost off every append's path."""
-        # Lock order everywhere: the rows the transaction changed, then the chain's head. Rows
-        # changed through the ORM are written now, not at the commit after the head's lock.
+        # Lock order: the rows the transaction changed so far, then the chain's head. Rows
+        # changed through the ORM are written now, not at the commit after the head's lock
+        # (a row changed after the first append is written at the commit: lock it before).
         self.session.flush()
         names = [attr.key for attr in inspect(AuditHead).column_attrs]
         stmt = select(*(getattr(AuditHead, name) for name in names)).where(AuditHead.id == shard)

@@ -47,8 +47,7 @@ class ClaimRepository:
             "claim_expires_at": utcnow() + lease,
         }
         # Core statements on the transaction's connection: nothing pending in the session bears
-        # on them, so they flush nothing (the transaction's writes go out together at its
-        # commit), and they skip the ORM's cost on the click's path.
+        # on them, so they flush nothing, and they skip the ORM's cost on the click's path.
         result = self.session.connection().execute(
             update(ApprovalRequest)
             .where(

@@ -214,7 +214,7 @@ class Database:
             try:
                 yield session
             finally:
-                del marks[_STATEMENTS_RAN]  # the pooled connection may serve a transaction next
+                marks.pop(_STATEMENTS_RAN, None)  # the pooled connection may serve others next
 
     def ping(self) -> None:
         """Raise unless the database answers a trivial query."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, inspect, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -31,7 +31,8 @@ class DecisionRepository:
     ) -> Decision:
         """Written now, as one Core statement (before anything the transaction locks after
         it, such as the audit chain's head), and added to ``action.decisions`` as a row the
-        session holds: the ORM has nothing left to write for it."""
+        session holds: the ORM has nothing left to write for it. Not inside a savepoint: one
+        rolled back would leave the session holding the decision."""
         row = {
             "id": new_id("dec"),
             "action_id": action.id,
@@ -48,7 +49,8 @@ class DecisionRepository:
         decision = Decision(**row)
         make_transient_to_detached(decision)
         self.session.add(decision)  # persistent, as if loaded: nothing to insert
-        set_committed_value(action, "decisions", [*action.decisions, decision])
+        if "decisions" in inspect(action).dict:  # else loaded when asked, with this one
+            set_committed_value(action, "decisions", [*action.decisions, decision])
         return decision
 
     def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:

@@ -2,9 +2,9 @@
 
 "What waits on me" reads this small table instead of scanning every action's JSON roles.
 The rows follow the requests and actions a transaction changed when it commits
-(:func:`_follow_flush`, :func:`_write_slots`), whoever changed them, so no caller can forget
-to keep them; the store's bulk UPDATEs that move a request out of ``pending`` call
-:func:`close_request` themselves.
+(:func:`_follow_flush`, :func:`_write_slots`), whoever changed them through the ORM; the
+store's Core statements that move a request out of ``pending`` call :func:`close_request`,
+and those that write an action's outcome :func:`action_changed`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import datetime as dt
 import functools
 from dataclasses import dataclass
 
-from sqlalchemy import Update, bindparam, func, select, update
+from sqlalchemy import Update, bindparam, case, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import ColumnElement
@@ -260,14 +260,15 @@ class ApprovalRepository:
         return affected(result) > 0
 
     def forget_card(self, request_id: str, *, shows: str) -> None:
-        """The card may show less than was recorded with the status it shows (a drawing that
-        reached Slack after a newer one): forget what it shows, so that the repair draws it
-        again if nothing else does first. A request that moved on is left as it is: its card
-        status already differs from its status."""
+        """The card may show an older drawing than the one marked (it reached Slack after a
+        newer one): with the status it shows, what it shows is forgotten; otherwise it is put
+        back to ``shows``, the status that drawing showed. Either way the repair finds it out
+        of date, if nothing draws it again first."""
+        forgotten = case((ApprovalRequest.status == shows, None), else_=shows)
         self.session.connection().execute(
             update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == shows)
-            .values(card_status=None)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_status=forgotten)
         )
 
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
@@ -302,14 +303,16 @@ class ApprovalRepository:
     def decide_action(self, action: Action, **changes: object) -> None:
         """Write an action's decided fields (``outcome``, ``edited_args``, ``current_hash``)
         now, as one Core statement, and make ``action`` say so with nothing left for the ORM
-        to write. Its review slots are rewritten at the commit."""
+        to write; its review slots are rewritten at the commit when its outcome changed. Not
+        inside a savepoint: one rolled back would leave ``action`` saying what it wrote."""
         fields = _action_update(tuple(sorted(changes)))
         self.session.connection().execute(fields, {"decided_action": action.id, **changes})
         for name, value in changes.items():
             set_committed_value(action, name, value)
-        pending_slots.action_changed(
-            self.session, action_id=action.id, request_id=action.request_id
-        )
+        if "outcome" in changes:
+            pending_slots.action_changed(
+                self.session, action_id=action.id, request_id=action.request_id
+            )
 
     def adopt_card(self, request: ApprovalRequest, *, channel: str, ts: str, shows: str) -> bool:
         """Remember where the card is, unless a reference is already stored (the first one

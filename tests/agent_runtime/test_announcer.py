@@ -321,3 +321,26 @@ def test_a_card_whose_redraw_failed_after_a_refused_mark_is_left_to_the_repair(p
     assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1, 0, 1]
     assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
     assert announcer.repair_cards() == 0, "the card now shows what the request is"
+
+
+def test_an_older_drawing_that_lands_after_the_end_is_left_to_the_repair(posted_card):
+    """The end was drawn and marked first; the drawing made while the request was pending
+    reaches Slack last, and its redraw fails. What the card shows is put back to what that
+    drawing showed, so the repair finds the card out of date and draws the end again."""
+    db, notifier, announcer, seeded = posted_card
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        pending = approval_view(request)
+        ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
+        done = approval_view(request)
+    announcer.show_card(done)
+
+    def fail_from_now_on() -> None:
+        notifier.failing = True
+
+    notifier.on_update = fail_from_now_on
+    announcer.show_card(pending)  # reaches Slack; its redraw does not
+    notifier.failing, notifier.on_update = False, None
+    assert announcer.repair_cards() == 1
+    assert notifier.updated[-1] == RequestStatus.RESOLVED
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.RESOLVED

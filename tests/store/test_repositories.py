@@ -13,9 +13,10 @@ from sqlalchemy.exc import OperationalError
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.migrate import upgrade
-from store.models import Run
+from store.models import Action, Run
 from store.repositories import ApprovalRepository, CardPlace, DecisionRepository
 from store.statuses import RequestStatus
+from tests.agent_runtime.rows import seed_request
 from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
 from tests.store.test_pending_slots import ALICE, RM, _request
 
@@ -188,3 +189,25 @@ def test_closing_returns_where_the_card_was_stored_while_it_waited(pg_url: str) 
 def _close(db: Database, request_id: str) -> CardPlace | None:
     with db.transaction() as s:
         return ApprovalRepository(s).close(request_id, status=RequestStatus.RESOLVED, outcome="ok")
+
+
+def test_a_decision_added_to_an_action_not_yet_loaded_with_its_decisions_is_there_once(
+    store_url: str,
+) -> None:
+    """The row is written at once; an action whose decisions were never loaded reads them
+    when asked, and finds the new one a single time."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    seeded = seed_request(db)
+    with db.transaction() as s:
+        action = s.get(Action, seeded.action_id)
+        assert action is not None
+        added = DecisionRepository(s).add(
+            action, reviewer_id="U0REL1", team_id="T1", type_="approve", message=None
+        )
+        assert [d.id for d in action.decisions] == [added.id]
+    with db.transaction() as s:
+        action = s.get(Action, seeded.action_id)
+        assert action is not None
+        assert [d.id for d in action.decisions] == [added.id]
+    db.dispose()
