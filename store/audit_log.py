@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import bindparam, inspect, select
 from sqlalchemy import event as orm_event
-from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from store.audit_chain import (
@@ -31,6 +31,14 @@ from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater
 from store.models import utcnow
 
 logger = logging.getLogger(__name__)
+
+_HEAD_FIELDS = [attr.key for attr in inspect(AuditHead).column_attrs]
+_LOCKED_HEAD = (
+    select(*(getattr(AuditHead, name) for name in _HEAD_FIELDS))
+    .where(AuditHead.id == bindparam("shard"))
+    .with_for_update()
+)
+"""Built once, for every transaction that appends (the shard goes as a parameter)."""
 
 _SHARD_INFO = "audit_shard"  # ``Session.info``: the transaction and the chain it appends to
 
@@ -200,10 +208,8 @@ class AuditRepository:
         # changed through the ORM are written now, not at the commit after the head's lock
         # (a row changed after the first append is written at the commit: lock it before).
         self.session.flush()
-        names = [attr.key for attr in inspect(AuditHead).column_attrs]
-        stmt = select(*(getattr(AuditHead, name) for name in names)).where(AuditHead.id == shard)
-        row = self.session.connection().execute(stmt.with_for_update()).first()
-        return None if row is None else AuditHead(**dict(zip(names, row, strict=True)))
+        row = self.session.connection().execute(_LOCKED_HEAD, {"shard": shard}).first()
+        return None if row is None else AuditHead(**dict(zip(_HEAD_FIELDS, row, strict=True)))
 
     def _check_not_rolled_back(self, head: AuditHead) -> None:
         """A head with fewer events than this process saw committed was restored from an older

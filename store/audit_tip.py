@@ -12,12 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import bindparam, update
 from sqlalchemy import event as orm_event
-from sqlalchemy import update
 from sqlalchemy.orm import Session, SessionTransaction
 
 from store.audit_chain import head_mac
 from store.audit_models import AuditEvent, AuditHead
+
+_WRITE_HEAD = (
+    update(AuditHead)
+    .where(AuditHead.id == bindparam("shard"))
+    .values(
+        {name: bindparam(name) for name in ("event_count", "last_event_id", "last_hash", "mac")}
+    )
+)
+"""Built once, for every transaction that appends (the values go as parameters)."""
 
 _TIP_INFO = "audit_tip"  # ``Session.info``: the chain tip of the session's transaction
 _HOOKED_INFO = "audit_tip_hooked"  # ``Session.info``: the session writes its tip on commit
@@ -116,7 +125,5 @@ def write_tip(session: Session) -> None:
         )
     else:
         values["mac"] = ""
-    session.connection().execute(
-        update(AuditHead).where(AuditHead.id == tip.shard).values(**values)
-    )
+    session.connection().execute(_WRITE_HEAD, {"shard": tip.shard, **values})
     tip.written = (tip.count, last.id)
