@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from agent_runtime.card_draws import CardDraws, decisions_on
 from agent_runtime.digests import DigestPoster
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
@@ -47,6 +48,7 @@ class Announcer:
         self.locks = locks
         self.reach = reach
         self.digests = digests
+        self.draws = CardDraws()
 
     # Cards --------------------------------------------------------------------------------
 
@@ -112,24 +114,40 @@ class Announcer:
             return
         if view.card_ts is None:
             return
-        try:
-            self.notifier.approval_updated(view)
-        except Exception:
-            logger.exception("could not update the card of %s; it is retried later", view.id)
-            return
-        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-            if ApprovalRepository(s).mark_card(view.id, status=view.status, decisions=_count(view)):
-                return
-        # Drawn before a change that another thread drew first (a cancel, or a decision,
-        # between a decision and its redraw): Slack shows whichever update came last, so
-        # draw it again.
-        with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn now
-            request = repo.get(view.id)
-            now = approval_view(request) if request is not None else None
-        if now is not None and (now.status, _count(now)) != (view.status, _count(view)):
+        now = self._draw(view)
+        if now is not None:
             self.show_card(now)
+
+    def _draw(self, view: ApprovalView) -> ApprovalView | None:
+        """One update and its mark, in the card's turn; the request as it is now if the card
+        must be drawn again. An update from an older state than one this process already sent
+        is not sent: it could only reach Slack last, and its process die before marking it."""
+        with self.draws.turn(view) as turn:
+            if turn.behind:
+                return None
+            try:
+                self.notifier.approval_updated(view)
+            except Exception:
+                logger.exception("could not update the card of %s; it is retried later", view.id)
+                return None
+            turn.sent()
+            with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
+                marked = ApprovalRepository(s).mark_card(
+                    view.id, status=view.status, decisions=decisions_on(view)
+                )
+            if marked:
+                return None
+            # Drawn before a change that another process drew first (a cancel, or a
+            # decision, between a decision and its redraw): Slack shows whichever update came
+            # last, so draw it again.
+            with self.db.transaction() as s:
+                repo = ApprovalRepository(s)
+                repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn
+                request = repo.get(view.id)
+                now = approval_view(request) if request is not None else None
+        if now is not None and (now.status, decisions_on(now)) != (view.status, decisions_on(view)):
+            return now
+        return None
 
     @contextmanager
     def showing_card(self, view: ApprovalView, *, after: float = 0.0) -> Iterator[None]:
@@ -150,14 +168,16 @@ class Announcer:
                 return
             self._show_card_logged(view)
 
-        updater = threading.Thread(target=update, name=f"card-{view.id}", daemon=True)
-        updater.start()
-        try:
-            yield
-            ended_well.append(True)
-        finally:
-            finished.set()
-            updater.join()
+        # Kept for both threads: the update is not sent if the body drew the end first.
+        with self.draws.kept(view.id):
+            updater = threading.Thread(target=update, name=f"card-{view.id}", daemon=True)
+            updater.start()
+            try:
+                yield
+                ended_well.append(True)
+            finally:
+                finished.set()
+                updater.join()
 
     def _show_card_logged(self, view: ApprovalView) -> None:
         try:
@@ -289,9 +309,3 @@ class Announcer:
             self.notifier.approval_reminder(view, reviewers, escalation)
         except Exception:
             logger.exception("could not send the reminder of %s", view.id)
-
-
-def _count(view: ApprovalView) -> int:
-    """How many decisions a card was drawn with: with its status, what tells a drawing out of
-    date (an approval of two, an edit, leave the status pending)."""
-    return sum(len(action.decisions) for action in view.actions)

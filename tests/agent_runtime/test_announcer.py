@@ -32,6 +32,8 @@ class FlakyNotifier(NullNotifier):
     results: list[str] = field(default_factory=list)
     in_chat: MessageRef | None = None
     on_update: Callable[[], None] | None = None
+    before_update: Callable[[ApprovalView], None] | None = None
+    """Called as an update leaves, before it reaches Slack (an update in flight)."""
 
     def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
         if self.failing:
@@ -43,6 +45,8 @@ class FlakyNotifier(NullNotifier):
         return self.in_chat
 
     def approval_updated(self, approval: ApprovalView) -> None:
+        if self.before_update is not None:
+            self.before_update(approval)
         if self.failing:
             raise TimeoutError("slack did not answer")
         self.updated.append(approval.status)
@@ -184,6 +188,76 @@ def test_a_card_left_with_its_buttons_by_a_resume_that_died_is_redrawn(tmp_path)
     assert notifier.updated == [RequestStatus.RESUMING]
     assert announcer.repair_cards() == 0, "the card now shows what the request is"
     assert resuming.status == RequestStatus.RESUMING
+
+
+def _die_after_it_lands(notifier: FlakyNotifier, status: str) -> Callable[[], None]:
+    """After a drawing with ``status`` reaches Slack, the process is dead: nothing of it is
+    marked, and no later call of it reaches Slack."""
+
+    def land() -> None:
+        if notifier.drawn[-1].status == status:
+            notifier.failing = True
+            raise TimeoutError("the process died")
+
+    return land
+
+
+def _close(db: Database, request_id: str) -> ApprovalView:
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        ApprovalRepository(s).finish(request, status=RequestStatus.RESOLVED, outcome="done")
+        return approval_view(request)
+
+
+def test_an_under_way_drawing_in_flight_when_the_process_dies_is_repaired(tmp_path):
+    """The resume's "under way" update is still on its way when the resume draws its end; it
+    reaches Slack last, and the process dies before it is marked. The next process's repair
+    must still see the card out of date. In one process, the end waits for the update in
+    flight, so it is never drawn before it. (The update waits at most 2 s for the end to land
+    first: the end that waits for it never does.)"""
+    db, notifier, announcer, resuming = _posted_card(tmp_path)
+    in_flight, end_landed = threading.Event(), threading.Event()
+
+    def hold_the_update(view: ApprovalView) -> None:
+        if view.status == RequestStatus.RESUMING:
+            in_flight.set()
+            end_landed.wait(2.0)
+
+    def land() -> None:
+        if notifier.drawn[-1].status == RequestStatus.RESOLVED:
+            end_landed.set()
+        _die_after_it_lands(notifier, RequestStatus.RESUMING)()
+
+    notifier.before_update, notifier.on_update = hold_the_update, land
+    with announcer.showing_card(resuming, after=0.0):
+        assert in_flight.wait(30)
+        announcer.show_card(_close(db, resuming.id))
+    notifier.failing, notifier.before_update, notifier.on_update = False, None, None
+    announcer.repair_cards()  # the next process
+    assert notifier.drawn[-1].status == RequestStatus.RESOLVED, notifier.updated
+    assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
+
+
+def test_an_under_way_drawing_is_never_sent_after_the_end_it_precedes(tmp_path):
+    """The resume drew its end before its "under way" update was due, and is still busy (its
+    result to post): that update must not go out, for the process may die before marking
+    it. (The body waits at most 2 s for it: an update never sent never signals.)"""
+    db, notifier, announcer, resuming = _posted_card(tmp_path)
+    stale_sent = threading.Event()
+
+    def watch(view: ApprovalView) -> None:
+        if view.status == RequestStatus.RESUMING:
+            stale_sent.set()
+
+    notifier.before_update = watch
+    notifier.on_update = _die_after_it_lands(notifier, RequestStatus.RESUMING)
+    with announcer.showing_card(resuming, after=0.5):
+        announcer.show_card(_close(db, resuming.id))
+        stale_sent.wait(2.0)
+    notifier.failing, notifier.before_update, notifier.on_update = False, None, None
+    announcer.repair_cards()  # the next process
+    assert notifier.updated == [RequestStatus.RESOLVED]
+    assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
 
 
 @pytest.fixture
