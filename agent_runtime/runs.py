@@ -236,24 +236,26 @@ class RunLifecycle:
         self._finish(run_id, RunStatus.FAILED, reason)
 
     def _finish(self, run_id: str, status: RunStatus, text: str) -> None:
+        """Record the run's end, unless a cancel ended it (its thread was told so), then tell
+        the thread."""
         with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-            assert run is not None
-            if run.status == RunStatus.CANCELLED:
-                return  # cancelled stays cancelled; its thread was told so
-            RunRepository(s).set_status(run, status, result_text=text)
+            ended = RunRepository(s).finish(run_id, status=status, result_text=text)
+            if ended is None:
+                return
             if status == RunStatus.COMPLETED:
-                AuditRepository(s).record("run_completed", run_id=run_id, team_id=run.team_id)
+                AuditRepository(s).record("run_completed", run_id=run_id, team_id=ended.team_id)
             else:
+                run = RunRepository(s).get(run_id)
+                assert run is not None  # its row was just written, in this transaction
                 calls = (a for request in run.requests for a in request.actions)
                 AuditRepository(s).record(
                     "run_failed",
                     outcome="error",
                     run_id=run_id,
-                    team_id=run.team_id,
+                    team_id=ended.team_id,
                     reason=audit_text(self.policy, text, calls),
                 )
-            view = run_view(run)
+            view = run_view(ended)
         self.announcer.run_finished(view)
 
 

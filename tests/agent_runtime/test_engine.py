@@ -229,14 +229,14 @@ def test_a_failed_resume_quoting_a_redacted_argument_keeps_it_out_of_the_audit(
     assert "a@example.com" not in kept
 
 
-def test_a_run_that_completes_after_its_resume_is_read_once(env):
-    """Finishing the run reads it (and checks it was not cancelled) once; marking its result
-    posted is one conditional update, not another read."""
+def test_a_run_that_completes_after_its_resume_is_not_read_again(env):
+    """Finishing the run is one conditional update (which checks it was not cancelled), with
+    no read before it; marking its result posted is another, not a read."""
     run_id, action_id = paused_run(env)
     sent: list[str] = []
     event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
     decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
-    assert len([q for q in sent if q.startswith("SELECT runs.id")]) == 1, sent
+    assert [q for q in sent if q.startswith("SELECT runs.id")] == [], sent
     with env.db.transaction() as s:
         run = s.get(Run, run_id)
         assert run is not None

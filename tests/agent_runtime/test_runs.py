@@ -1,0 +1,55 @@
+"""A run's end: recorded in one statement that reads nothing first, on the run's row only when
+no cancel ended it, with the result told to the thread as the row now says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.orm import ORMExecuteState, Session
+
+from agent_runtime.graph_runtime import close_checkpointer
+from store.repositories import RunRepository
+from store.statuses import RunStatus
+from tests.agent_runtime.engine_env import REVIEWER, Env, decide, make_env, paused_run
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
+    env = make_env(tmp_path, url=url)
+    yield env
+    close_checkpointer(env.runtime.checkpointer)
+    env.db.dispose()
+
+
+def test_a_completed_run_is_recorded_in_one_statement_with_no_read_before_it(env: Env) -> None:
+    """Its end writes the run's row and returns what the thread is told: no load of the run
+    through the ORM first, then a flush (each costs CPU on every approval)."""
+    run_id, action_id = paused_run(env)
+    statements: list[str] = []
+    through_orm: list[str] = []
+
+    def note(state: ORMExecuteState) -> None:
+        through_orm.append(str(state.statement).split("\n")[0][:70])
+
+    event.listen(env.db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    event.listen(Session, "do_orm_execute", note)
+    try:
+        assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").completed
+    finally:
+        event.remove(Session, "do_orm_execute", note)
+    on_runs = [" ".join(s.split())[:40] for s in statements if " runs" in s.split("WHERE")[0]]
+    assert any(s.startswith("UPDATE runs SET status") for s in on_runs), on_runs
+    assert not any(s.startswith("SELECT runs.id") for s in on_runs), on_runs
+    loads_or_ends = ("SELECT runs.id", "UPDATE runs SET status")
+    assert not [s for s in through_orm if s.startswith(loads_or_ends)], through_orm
+    (told,) = env.notes.finished
+    assert (told.id, told.status) == (run_id, RunStatus.COMPLETED)
+    assert told.result_text and told.requester_id == "U0ALICE"
+    with env.db.transaction() as s:
+        run = RunRepository(s).get(run_id)
+        assert run is not None and run.status == RunStatus.COMPLETED
+        assert run.result_text == told.result_text
