@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -56,6 +57,9 @@ class Settings(BaseSettings):
     claim_lease_seconds: float = Field(default=60.0, ge=1.0, le=3600.0)
     maintenance_interval_seconds: float = Field(default=30.0, ge=0.2, le=3600.0)
     card_retry_seconds: float = Field(default=10.0, ge=0.0, le=3600.0)
+    thread_switch_ms: float = Field(default=1.0, gt=0.0, le=100.0)
+    """How long a busy thread of ``serve`` keeps Python's interpreter before a waiting one gets
+    it. An ack needs it several times, behind decision work: Python's 5 ms made acks wait."""
     resuming_card_after_seconds: float = Field(default=0.5, ge=0.0, le=60.0)
     """A resume that ends sooner updates its card once, with the result; a longer one shows
     "resuming" first. 0: always show it."""
@@ -157,6 +161,10 @@ class Settings(BaseSettings):
     def multi_workspace(self) -> bool:
         """OAuth installs, one token per workspace: set by ``SLACK_CLIENT_ID``."""
         return self.slack_client_id is not None
+
+    def tune_interpreter(self) -> None:
+        """Process-wide: for ``serve``, whose acks share the interpreter with its workers."""
+        sys.setswitchinterval(self.thread_switch_ms / 1000)
 
     def require_slack(self, *, http: bool = True) -> None:
         """``serve`` needs the bot token (or, installing by OAuth, the app's client id and
