@@ -119,9 +119,10 @@ class Announcer:
             self.show_card(now)
 
     def _draw(self, view: ApprovalView) -> ApprovalView | None:
-        """One update and its mark, in the card's turn; the request as it is now if the card
-        must be drawn again. An update from an older state than one this process already sent
-        is not sent: it could only reach Slack last, and its process die before marking it."""
+        """One update and its check; the request as it is now if the card must be drawn
+        again. Not sent if this process already sent a later state (it could only land last,
+        and its process die before checking it); not marked as shown while an older update of
+        this process is on its way (``CardDraws``)."""
         with self.draws.turn(view) as turn:
             if turn.behind:
                 return None
@@ -131,21 +132,25 @@ class Announcer:
                 logger.exception("could not update the card of %s; it is retried later", view.id)
                 return None
             turn.sent()
-            with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-                marked = ApprovalRepository(s).mark_card(
-                    view.id, status=view.status, decisions=decisions_on(view)
-                )
-            if marked:
-                return None
-            # Drawn before a change that another process drew first (a cancel, or a
-            # decision, between a decision and its redraw): Slack shows whichever update came
-            # last, so draw it again.
+            if not turn.older_in_flight:
+                with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
+                    marked = ApprovalRepository(s).mark_card(
+                        view.id, status=view.status, decisions=decisions_on(view)
+                    )
+                if marked:
+                    return None
+            # Drawn before a change that another thread drew first (a cancel, or a decision,
+            # between a decision and its redraw), or an older update may land after it: Slack
+            # shows whichever came last. Left to the repair, and drawn again if it moved on.
             with self.db.transaction() as s:
                 repo = ApprovalRepository(s)
-                repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn
+                repo.forget_card(view.id, shows=view.status)
                 request = repo.get(view.id)
                 now = approval_view(request) if request is not None else None
-        if now is not None and (now.status, decisions_on(now)) != (view.status, decisions_on(view)):
+        if now is not None and (now.status, decisions_on(now)) != (
+            view.status,
+            decisions_on(view),
+        ):
             return now
         return None
 
@@ -168,16 +173,14 @@ class Announcer:
                 return
             self._show_card_logged(view)
 
-        # Kept for both threads: the update is not sent if the body drew the end first.
-        with self.draws.kept(view.id):
-            updater = threading.Thread(target=update, name=f"card-{view.id}", daemon=True)
-            updater.start()
-            try:
-                yield
-                ended_well.append(True)
-            finally:
-                finished.set()
-                updater.join()
+        updater = threading.Thread(target=update, name=f"card-{view.id}", daemon=True)
+        updater.start()
+        try:
+            yield
+            ended_well.append(True)
+        finally:
+            finished.set()
+            updater.join()
 
     def _show_card_logged(self, view: ApprovalView) -> None:
         try:

@@ -1,16 +1,21 @@
-"""The order in which one process draws a card. Two updates of one card in flight at once reach
-Slack in either order, and a process that dies between an update's landing and its mark leaves
-the store believing the other one. Within a process that is avoidable: one update of a card at
-a time, and never one drawn from an older state than an update already sent.
+"""What one process has sent of each card, and what it has on the way. Two updates of one card
+in flight at once reach Slack in either order; if the older one lands last and its process dies
+before checking it, the store must not be left believing the newer one. So, within a process:
 
-Across processes the store's mark settles it (``Announcer.show_card``)."""
+- an update from an older state than one already sent is not sent at all (it could only land
+  last);
+- an update that lands while an older one is still on its way is not marked as shown: the
+  older one's check draws the card again, or, if the process dies first, the repair does.
+
+Nothing waits: a slow update holds up neither a resume nor its end. Across processes the
+store's mark settles it (``Announcer.show_card``)."""
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 from agent_runtime.views import ApprovalView
 from store.statuses import RequestStatus
@@ -21,6 +26,8 @@ grow: a request never goes back to pending, and decisions are never removed."""
 
 _STAGES = {RequestStatus.PENDING: 0, RequestStatus.RESUMING: 1}
 _ENDED = 2
+REMEMBERED = 4096
+"""Cards whose latest update sent is remembered (the least recently drawn are forgotten)."""
 
 
 def decisions_on(view: ApprovalView) -> int:
@@ -33,65 +40,59 @@ def rank_of(view: ApprovalView) -> Rank:
     return _STAGES.get(RequestStatus(view.status), _ENDED), decisions_on(view)
 
 
-@dataclass
-class _Card:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    sent: Rank | None = None
-    users: int = 0
-
-
 class Turn:
-    """One update's turn at a card: whether it is still worth sending, and what was sent."""
+    """One update of a card, from the moment it is decided on until its check is done."""
 
-    def __init__(self, card: _Card, rank: Rank) -> None:
-        self._card = card
+    def __init__(self, draws: CardDraws, card_id: str, rank: Rank, *, behind: bool) -> None:
+        self._draws = draws
+        self._card_id = card_id
         self.rank = rank
-
-    @property
-    def behind(self) -> bool:
-        """An update from a later state of the request was already sent by this process."""
-        return self._card.sent is not None and self.rank < self._card.sent
+        self.behind = behind
+        """An update from a later state was already sent: this one is not to be sent."""
 
     def sent(self) -> None:
-        if self._card.sent is None or self._card.sent < self.rank:
-            self._card.sent = self.rank
+        self._draws._record_sent(self._card_id, self.rank)
+
+    @property
+    def older_in_flight(self) -> bool:
+        """An update from an earlier state is still on its way: it may land after this one."""
+        return self._draws._older_flying(self._card_id, self.rank)
 
 
 class CardDraws:
-    """Per card, in this process: a lock held from an update's send to its mark, and the
-    latest state sent, remembered while anyone holds the card (``kept`` holds it for a
-    resume, whose "under way" update and end run in two threads)."""
-
-    def __init__(self) -> None:
+    def __init__(self, *, remembered: int = REMEMBERED) -> None:
         self._guard = threading.Lock()
-        self._cards: dict[str, _Card] = {}
-
-    @contextmanager
-    def kept(self, card_id: str) -> Iterator[None]:
-        card = self._enter(card_id)
-        try:
-            yield
-        finally:
-            self._leave(card_id, card)
+        self._remembered = remembered
+        self._sent: OrderedDict[str, Rank] = OrderedDict()
+        self._flying: dict[str, list[Rank]] = {}
 
     @contextmanager
     def turn(self, view: ApprovalView) -> Iterator[Turn]:
-        """Wait for the card's update in flight, if any, then take the turn."""
-        card = self._enter(view.id)
+        """An update's turn: ``behind`` if it must not be sent; otherwise it counts as on its
+        way until the block ends (after its check)."""
+        rank = rank_of(view)
+        with self._guard:
+            last = self._sent.get(view.id)
+            behind = last is not None and rank < last
+            if not behind:
+                self._flying.setdefault(view.id, []).append(rank)
         try:
-            with card.lock:
-                yield Turn(card, rank_of(view))
+            yield Turn(self, view.id, rank, behind=behind)
         finally:
-            self._leave(view.id, card)
+            if not behind:
+                with self._guard:
+                    flying = self._flying[view.id]
+                    flying.remove(rank)
+                    if not flying:
+                        del self._flying[view.id]
 
-    def _enter(self, card_id: str) -> _Card:
+    def _record_sent(self, card_id: str, rank: Rank) -> None:
         with self._guard:
-            card = self._cards.setdefault(card_id, _Card())
-            card.users += 1
-            return card
+            last = self._sent.pop(card_id, None)
+            self._sent[card_id] = rank if last is None or last < rank else last
+            while len(self._sent) > self._remembered:
+                self._sent.popitem(last=False)
 
-    def _leave(self, card_id: str, card: _Card) -> None:
+    def _older_flying(self, card_id: str, rank: Rank) -> bool:
         with self._guard:
-            card.users -= 1
-            if card.users == 0:
-                del self._cards[card_id]
+            return any(other < rank for other in self._flying.get(card_id, ()))

@@ -241,7 +241,9 @@ class RunLifecycle:
         with self.db.transaction() as s:
             ended = RunRepository(s).finish(run_id, status=status, result_text=text)
             if ended is None:
-                return
+                if RunRepository(s).status(run_id) is None:
+                    raise LookupError(f"run {run_id} is gone")
+                return  # cancelled stays cancelled; its thread was told so
             if status == RunStatus.COMPLETED:
                 AuditRepository(s).record("run_completed", run_id=run_id, team_id=ended.team_id)
             else:

@@ -136,10 +136,10 @@ def _switch(*, pause: bool, reason: str | None) -> int:
 
 def _serve(host: str, port: int, *, force_http: bool) -> int:
     settings = load_settings()
-    settings.tune_interpreter()
     socket_mode = settings.socket_mode and not force_http
     settings.require_slack(http=not socket_mode)
     check_database(settings.database_url)
+    settings.tune_interpreter()
     from bot.app import build_bot
 
     bot = build_bot(settings, http=not socket_mode)

@@ -1,9 +1,8 @@
-"""One process's updates of a card: one at a time, never one from an older state than one
-already sent while the card is kept, and nothing remembered once nobody holds the card."""
+"""One process's updates of a card: none from an older state than one it sent, and none marked
+as shown while an older one is on its way; nothing waits, and the memory stays bounded."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
 from agent_runtime.card_draws import CardDraws, rank_of
@@ -30,48 +29,55 @@ def test_stages_and_decisions_order_the_drawings(tmp_path):
     assert all(rank_of(resuming) < rank_of(end) == rank_of(ends[0]) for end in ends)
 
 
-def test_an_older_drawing_is_behind_while_the_card_is_kept(tmp_path):
+def test_an_older_drawing_is_behind_once_a_later_one_was_sent(tmp_path):
     pending = _pending(tmp_path)
     resolved = replace(pending, status=RequestStatus.RESOLVED)
     draws = CardDraws()
-    with draws.kept(pending.id):
-        with draws.turn(resolved) as turn:
-            assert not turn.behind
-            turn.sent()
-        with draws.turn(pending) as turn:
-            assert turn.behind
-        with draws.turn(resolved) as turn:
-            assert not turn.behind, "the same state may be drawn again (a repair)"
+    with draws.turn(resolved) as turn:
+        assert not turn.behind
+        turn.sent()
     with draws.turn(pending) as turn:
-        assert not turn.behind, "forgotten once nobody held the card"
+        assert turn.behind
+    with draws.turn(resolved) as turn:
+        assert not turn.behind, "the same state may be drawn again (a repair)"
 
 
 def test_an_update_not_sent_leaves_nothing_remembered(tmp_path):
     pending = _pending(tmp_path)
     draws = CardDraws()
-    with draws.kept(pending.id):
-        with draws.turn(replace(pending, status=RequestStatus.RESOLVED)):
-            pass  # Slack refused it
-        with draws.turn(pending) as turn:
-            assert not turn.behind
+    with draws.turn(replace(pending, status=RequestStatus.RESOLVED)):
+        pass  # Slack refused it
+    with draws.turn(pending) as turn:
+        assert not turn.behind
 
 
-def test_a_second_update_waits_for_the_one_in_flight(tmp_path):
+def test_only_the_latest_cards_are_remembered(tmp_path):
     pending = _pending(tmp_path)
+    draws = CardDraws(remembered=2)
+    for card_id in ("a", pending.id, "b", "c"):
+        with draws.turn(replace(pending, id=card_id, status=RequestStatus.RESOLVED)) as turn:
+            turn.sent()
+    with draws.turn(replace(pending, id="c")) as turn:
+        assert turn.behind
+    with draws.turn(pending) as turn:
+        assert not turn.behind, "forgotten: two cards were drawn since"
+
+
+def test_an_update_landing_while_an_older_one_is_on_its_way_knows_it(tmp_path):
+    pending = _pending(tmp_path)
+    resuming = replace(pending, status=RequestStatus.RESUMING)
+    resolved = replace(pending, status=RequestStatus.RESOLVED)
     draws = CardDraws()
-    order: list[str] = []
-    second_started = threading.Event()
-
-    def second() -> None:
-        second_started.set()
-        with draws.turn(pending):
-            order.append("second")
-
-    with draws.turn(pending):
-        waiter = threading.Thread(target=second)
-        waiter.start()
-        assert second_started.wait(30)
-        waiter.join(0.2)  # it cannot finish while the turn is held
-        order.append("first")
-    waiter.join(30)
-    assert order == ["first", "second"]
+    with draws.turn(resuming) as older:
+        with draws.turn(resolved) as end:
+            end.sent()
+            assert end.older_in_flight
+            assert not older.older_in_flight, "a later update on its way is no threat to it"
+        with draws.turn(resolved) as again:
+            assert again.older_in_flight
+    with draws.turn(resolved) as alone:
+        assert not alone.older_in_flight
+    with draws.turn(pending) as other:
+        assert other.behind
+    with draws.turn(replace(pending, id="another card", status="resolved")) as unrelated:
+        assert not unrelated.older_in_flight

@@ -53,3 +53,21 @@ def test_a_completed_run_is_recorded_in_one_statement_with_no_read_before_it(env
         run = RunRepository(s).get(run_id)
         assert run is not None and run.status == RunStatus.COMPLETED
         assert run.result_text == told.result_text
+
+
+def test_the_end_of_a_run_that_is_not_there_is_an_error_not_a_silence(env: Env) -> None:
+    with pytest.raises(LookupError):
+        env.engine.runs.fail("run_never_recorded", "The agent failed")
+    assert env.notes.finished == []
+
+
+def test_a_cancelled_run_stays_cancelled_and_its_thread_is_not_told_again(env: Env) -> None:
+    run_id, _action_id = paused_run(env)
+    with env.db.transaction() as s:
+        run = RunRepository(s).get(run_id)
+        assert run is not None
+        RunRepository(s).set_status(run, RunStatus.CANCELLED)
+    env.engine.runs.fail(run_id, "The agent failed")
+    with env.db.transaction() as s:
+        assert RunRepository(s).status(run_id) == RunStatus.CANCELLED
+    assert env.notes.finished == []

@@ -24,6 +24,7 @@ def clean_env(monkeypatch, tmp_path):
         "AGENT_MODEL_KWARGS",
         "SLACK_API_URL",
         "POLICY_FILE",
+        "THREAD_SWITCH_MS",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
