@@ -119,40 +119,51 @@ class Announcer:
             self.show_card(now)
 
     def _draw(self, view: ApprovalView) -> ApprovalView | None:
-        """One update and its check; the request as it is now if the card must be drawn
-        again. Not sent if this process already sent a later state (it could only land last,
-        and its process die before checking it); not marked as shown while an older update of
-        this process is on its way (``CardDraws``)."""
+        """One update and its check; what to draw next, if anything. Within this process
+        (``CardDraws``): not sent if a later state was; while updates of the card overlap,
+        the store is told it may show the oldest, none is marked, and the last one back has
+        the card drawn once more, alone."""
         with self.draws.turn(view) as turn:
             if turn.behind:
                 return None
+            if turn.overlapping_oldest is not None:
+                with self.db.transaction() as s:
+                    ApprovalRepository(s).forget_card(view.id, shows=turn.overlapping_oldest)
             try:
                 self.notifier.approval_updated(view)
             except Exception:
                 logger.exception("could not update the card of %s; it is retried later", view.id)
-                return None
+                landing = turn.back()
+                return self._now(view.id) if landing.last and landing.overlapped else None
             turn.sent()
-            if not turn.older_in_flight:
-                with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-                    marked = ApprovalRepository(s).mark_card(
-                        view.id, status=view.status, decisions=decisions_on(view)
-                    )
-                if marked:
-                    return None
-            # Drawn before a change that another thread drew first (a cancel, or a decision,
-            # between a decision and its redraw), or an older update may land after it: Slack
-            # shows whichever came last. Left to the repair, and drawn again if it moved on.
-            with self.db.transaction() as s:
-                repo = ApprovalRepository(s)
-                repo.forget_card(view.id, shows=view.status)
-                request = repo.get(view.id)
-                now = approval_view(request) if request is not None else None
+            landing = turn.back()
+        if not landing.last:
+            return None
+        if landing.overlapped:
+            return self._now(view.id)
+        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
+            if ApprovalRepository(s).mark_card(
+                view.id, status=view.status, decisions=decisions_on(view)
+            ):
+                return None
+        # Drawn before a change that another process drew first (a cancel, or a decision,
+        # between a decision and its redraw): Slack shows whichever update came last.
+        with self.db.transaction() as s:
+            repo = ApprovalRepository(s)
+            repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn now
+            request = repo.get(view.id)
+            now = approval_view(request) if request is not None else None
         if now is not None and (now.status, decisions_on(now)) != (
             view.status,
             decisions_on(view),
         ):
             return now
         return None
+
+    def _now(self, request_id: str) -> ApprovalView | None:
+        with self.db.transaction() as s:
+            request = ApprovalRepository(s).get(request_id)
+            return approval_view(request) if request is not None else None
 
     @contextmanager
     def showing_card(self, view: ApprovalView, *, after: float = 0.0) -> Iterator[None]:

@@ -1,11 +1,14 @@
 """What one process has sent of each card, and what it has on the way. Two updates of one card
-in flight at once reach Slack in either order; if the older one lands last and its process dies
-before checking it, the store must not be left believing the newer one. So, within a process:
+in flight at once reach Slack in either order, and the answers come back in either order too;
+if the store were told "the card shows X" while another update might still land after X, a
+process killed at that moment would leave the card wrong for good. So, within a process:
 
 - an update from an older state than one already sent is not sent at all (it could only land
   last);
-- an update that lands while an older one is still on its way is not marked as shown: the
-  older one's check draws the card again, or, if the process dies first, the repair does.
+- while updates of a card overlap, none is marked as shown: the store is first told that the
+  card shows the oldest of them (or nothing known), so the repair finds it if the process
+  dies; the last one to come back then draws the card once more, alone, and that one is
+  marked.
 
 Nothing waits: a slow update holds up neither a resume nor its end. Across processes the
 store's mark settles it (``Announcer.show_card``)."""
@@ -16,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from agent_runtime.views import ApprovalView
 from store.statuses import RequestStatus
@@ -40,23 +44,48 @@ def rank_of(view: ApprovalView) -> Rank:
     return _STAGES.get(RequestStatus(view.status), _ENDED), decisions_on(view)
 
 
-class Turn:
-    """One update of a card, from the moment it is decided on until its check is done."""
+@dataclass
+class _Flights:
+    """A card's updates on their way (rank and status of each), and whether any two have
+    overlapped since the card was last quiet."""
 
-    def __init__(self, draws: CardDraws, card_id: str, rank: Rank, *, behind: bool) -> None:
+    on_way: list[tuple[Rank, str]] = field(default_factory=list)
+    overlapped: bool = False
+
+
+@dataclass(frozen=True)
+class Landing:
+    """How an update's turn ended: ``last`` out of its card's busy spell, and whether
+    updates overlapped in that spell (the card must then be drawn once more, alone)."""
+
+    last: bool
+    overlapped: bool
+
+
+class Turn:
+    """One update of a card, from the moment it is decided on until it came back."""
+
+    def __init__(
+        self, draws: CardDraws, view: ApprovalView, *, behind: bool, oldest: str | None
+    ) -> None:
         self._draws = draws
-        self._card_id = card_id
-        self.rank = rank
+        self._view = view
+        self.rank = rank_of(view)
         self.behind = behind
         """An update from a later state was already sent: this one is not to be sent."""
+        self.overlapping_oldest = oldest
+        """Set when another update of the card is on its way: the status of the oldest
+        drawing now on its way, which the store is to be told the card may show."""
+        self.landing: Landing | None = None
 
     def sent(self) -> None:
-        self._draws._record_sent(self._card_id, self.rank)
+        self._draws._record_sent(self._view.id, self.rank)
 
-    @property
-    def older_in_flight(self) -> bool:
-        """An update from an earlier state is still on its way: it may land after this one."""
-        return self._draws._older_flying(self._card_id, self.rank)
+    def back(self) -> Landing:
+        """The update came back (answered or failed): it is no longer on its way."""
+        if self.landing is None:
+            self.landing = self._draws._land(self._view.id, (self.rank, self._view.status))
+        return self.landing
 
 
 class CardDraws:
@@ -64,27 +93,29 @@ class CardDraws:
         self._guard = threading.Lock()
         self._remembered = remembered
         self._sent: OrderedDict[str, Rank] = OrderedDict()
-        self._flying: dict[str, list[Rank]] = {}
+        self._flights: dict[str, _Flights] = {}
 
     @contextmanager
     def turn(self, view: ApprovalView) -> Iterator[Turn]:
         """An update's turn: ``behind`` if it must not be sent; otherwise it counts as on its
-        way until the block ends (after its check)."""
+        way until ``back`` (at the latest when the block ends)."""
         rank = rank_of(view)
         with self._guard:
             last = self._sent.get(view.id)
             behind = last is not None and rank < last
+            oldest = None
             if not behind:
-                self._flying.setdefault(view.id, []).append(rank)
+                flights = self._flights.setdefault(view.id, _Flights())
+                flights.on_way.append((rank, view.status))
+                if len(flights.on_way) > 1:
+                    flights.overlapped = True
+                    oldest = min(flights.on_way)[1]
+        turn = Turn(self, view, behind=behind, oldest=oldest)
         try:
-            yield Turn(self, view.id, rank, behind=behind)
+            yield turn
         finally:
             if not behind:
-                with self._guard:
-                    flying = self._flying[view.id]
-                    flying.remove(rank)
-                    if not flying:
-                        del self._flying[view.id]
+                turn.back()
 
     def _record_sent(self, card_id: str, rank: Rank) -> None:
         with self._guard:
@@ -93,6 +124,11 @@ class CardDraws:
             while len(self._sent) > self._remembered:
                 self._sent.popitem(last=False)
 
-    def _older_flying(self, card_id: str, rank: Rank) -> bool:
+    def _land(self, card_id: str, flight: tuple[Rank, str]) -> Landing:
         with self._guard:
-            return any(other < rank for other in self._flying.get(card_id, ()))
+            flights = self._flights[card_id]
+            flights.on_way.remove(flight)
+            if flights.on_way:
+                return Landing(last=False, overlapped=True)
+            del self._flights[card_id]
+            return Landing(last=True, overlapped=flights.overlapped)

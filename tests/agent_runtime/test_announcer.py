@@ -34,6 +34,8 @@ class FlakyNotifier(NullNotifier):
     on_update: Callable[[], None] | None = None
     before_update: Callable[[ApprovalView], None] | None = None
     """Called as an update leaves, before it reaches Slack (an update in flight)."""
+    after_update: Callable[[ApprovalView], None] | None = None
+    """Called once an update reached Slack, before its answer comes back."""
 
     def approval_requested(self, approval: ApprovalView) -> MessageRef | None:
         if self.failing:
@@ -51,6 +53,8 @@ class FlakyNotifier(NullNotifier):
             raise TimeoutError("slack did not answer")
         self.updated.append(approval.status)
         self.drawn.append(approval)
+        if self.after_update is not None:
+            self.after_update(approval)
         if self.on_update is not None:
             self.on_update()
 
@@ -190,12 +194,12 @@ def test_a_card_left_with_its_buttons_by_a_resume_that_died_is_redrawn(tmp_path)
     assert resuming.status == RequestStatus.RESUMING
 
 
-def _die_after_it_lands(notifier: FlakyNotifier, status: str) -> Callable[[], None]:
+def _die_after_it_lands(notifier: FlakyNotifier, status: str) -> Callable[[ApprovalView], None]:
     """After a drawing with ``status`` reaches Slack, the process is dead: nothing of it is
     marked, and no later call of it reaches Slack."""
 
-    def land() -> None:
-        if notifier.drawn[-1].status == status:
+    def land(view: ApprovalView) -> None:
+        if view.status == status:
             notifier.failing = True
             raise TimeoutError("the process died")
 
@@ -211,31 +215,68 @@ def _close(db: Database, request_id: str) -> ApprovalView:
 
 def test_an_under_way_drawing_in_flight_when_the_process_dies_is_repaired(tmp_path):
     """The resume's "under way" update is still on its way when the resume draws its end; it
-    reaches Slack last, and the process dies before checking it. The end, which landed while
-    an older update was on its way, was not marked as shown: the next process's repair draws
-    it again. Nothing waited for the update in flight (the end landed first)."""
+    reaches Slack last, and the process dies before checking it. The end, which overlapped
+    it, was not marked as shown: the next process's repair draws it again. Nothing waited
+    for the update in flight (the end landed first)."""
     db, notifier, announcer, resuming = _posted_card(tmp_path)
     in_flight, end_landed = threading.Event(), threading.Event()
+    dies = _die_after_it_lands(notifier, RequestStatus.RESUMING)
 
     def hold_the_update(view: ApprovalView) -> None:
         if view.status == RequestStatus.RESUMING:
             in_flight.set()
             assert end_landed.wait(30), "the end waited for the update in flight"
 
-    def land() -> None:
-        if notifier.drawn[-1].status == RequestStatus.RESOLVED:
+    def land(view: ApprovalView) -> None:
+        if view.status == RequestStatus.RESOLVED:
             end_landed.set()
-        _die_after_it_lands(notifier, RequestStatus.RESUMING)()
+        dies(view)
 
-    notifier.before_update, notifier.on_update = hold_the_update, land
+    notifier.before_update, notifier.after_update = hold_the_update, land
     with announcer.showing_card(resuming, after=0.0):
         assert in_flight.wait(30)
         announcer.show_card(_close(db, resuming.id))
-    notifier.failing, notifier.before_update, notifier.on_update = False, None, None
+    notifier.failing, notifier.before_update, notifier.after_update = False, None, None
     announcer.repair_cards()  # the next process
     shown = [RequestStatus.RESOLVED, RequestStatus.RESUMING, RequestStatus.RESOLVED]
     assert notifier.updated == shown
     assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
+
+
+@pytest.mark.parametrize("dies", [False, True], ids=["lives", "dies"])
+def test_the_last_of_two_overlapping_updates_to_come_back_draws_the_card_alone(tmp_path, dies):
+    """The older update lands last but its answer comes back first; the newer one's answer
+    comes back after it. Neither may be marked as shown: the last one back draws the card
+    once more, alone, and that one is marked. If the process dies before that drawing
+    lands, the store says the card may show the older one, and the repair draws it."""
+    db, notifier, announcer, resuming = _posted_card(tmp_path)
+    in_flight, end_landed = threading.Event(), threading.Event()
+
+    def hold_the_update(view: ApprovalView) -> None:
+        if view.status == RequestStatus.RESUMING:
+            in_flight.set()
+            assert end_landed.wait(30)
+
+    older = threading.Thread(target=announcer.show_card, args=(resuming,))
+
+    def back_after_the_older(view: ApprovalView) -> None:
+        if view.status == RequestStatus.RESOLVED and not end_landed.is_set():
+            end_landed.set()
+            older.join(30)  # the older update lands and its answer comes back first
+            notifier.failing = dies
+
+    notifier.before_update, notifier.after_update = hold_the_update, back_after_the_older
+    older.start()
+    assert in_flight.wait(30)
+    announcer.show_card(_close(db, resuming.id))
+    assert not older.is_alive()
+    notifier.failing, notifier.before_update, notifier.after_update = False, None, None
+    if dies:
+        assert card_of(db, resuming.id)[1] == RequestStatus.RESUMING, "what the repair sees"
+        assert announcer.repair_cards() == 1
+    assert notifier.drawn[-1].status == RequestStatus.RESOLVED, notifier.updated
+    assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
+    assert announcer.repair_cards() == 0
 
 
 def test_an_under_way_drawing_is_never_sent_after_the_end_it_precedes(tmp_path):
@@ -243,11 +284,11 @@ def test_an_under_way_drawing_is_never_sent_after_the_end_it_precedes(tmp_path):
     "under way" update go: it must not go out after the end, for the process may die before
     checking it, and the card would say "resuming" for good."""
     db, notifier, announcer, resuming = _posted_card(tmp_path)
-    notifier.on_update = _die_after_it_lands(notifier, RequestStatus.RESUMING)
+    notifier.after_update = _die_after_it_lands(notifier, RequestStatus.RESUMING)
     with pytest.raises(RuntimeError), announcer.showing_card(resuming, after=60.0):
         announcer.show_card(_close(db, resuming.id))
         raise RuntimeError("the run's result could not be recorded")
-    notifier.failing, notifier.on_update = False, None
+    notifier.failing, notifier.after_update = False, None
     announcer.repair_cards()  # the next process
     assert notifier.updated == [RequestStatus.RESOLVED]
     assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
