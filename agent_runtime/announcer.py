@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from agent_runtime.card_draws import CardDraws, decisions_on
+from agent_runtime.card_updates import CardUpdates
 from agent_runtime.digests import DigestPoster
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
@@ -48,7 +48,7 @@ class Announcer:
         self.locks = locks
         self.reach = reach
         self.digests = digests
-        self.draws = CardDraws()
+        self.cards = CardUpdates(db=db, notifier=notifier)
 
     # Cards --------------------------------------------------------------------------------
 
@@ -114,56 +114,9 @@ class Announcer:
             return
         if view.card_ts is None:
             return
-        now = self._draw(view)
+        now = self.cards.update(view)
         if now is not None:
             self.show_card(now)
-
-    def _draw(self, view: ApprovalView) -> ApprovalView | None:
-        """One update and its check; what to draw next, if anything. Within this process
-        (``CardDraws``): not sent if a later state was; while updates of the card overlap,
-        the store is told it may show the oldest, none is marked, and the last one back has
-        the card drawn once more, alone."""
-        with self.draws.turn(view) as turn:
-            if turn.behind:
-                return None
-            if turn.overlapping_oldest is not None:
-                with self.db.transaction() as s:
-                    ApprovalRepository(s).forget_card(view.id, shows=turn.overlapping_oldest)
-            try:
-                self.notifier.approval_updated(view)
-            except Exception:
-                logger.exception("could not update the card of %s; it is retried later", view.id)
-                landing = turn.back()
-                return self._now(view.id) if landing.last and landing.overlapped else None
-            turn.sent()
-            landing = turn.back()
-        if not landing.last:
-            return None
-        if landing.overlapped:
-            return self._now(view.id)
-        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-            if ApprovalRepository(s).mark_card(
-                view.id, status=view.status, decisions=decisions_on(view)
-            ):
-                return None
-        # Drawn before a change that another process drew first (a cancel, or a decision,
-        # between a decision and its redraw): Slack shows whichever update came last.
-        with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn now
-            request = repo.get(view.id)
-            now = approval_view(request) if request is not None else None
-        if now is not None and (now.status, decisions_on(now)) != (
-            view.status,
-            decisions_on(view),
-        ):
-            return now
-        return None
-
-    def _now(self, request_id: str) -> ApprovalView | None:
-        with self.db.transaction() as s:
-            request = ApprovalRepository(s).get(request_id)
-            return approval_view(request) if request is not None else None
 
     @contextmanager
     def showing_card(self, view: ApprovalView, *, after: float = 0.0) -> Iterator[None]:

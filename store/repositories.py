@@ -263,8 +263,19 @@ class ApprovalRepository:
         """The card may show an older drawing than the one marked (it reached Slack after a
         newer one): with the status it shows, what it shows is forgotten; otherwise it is put
         back to ``shows``, the status that drawing showed. Either way the repair finds it out
-        of date, if nothing draws it again first."""
-        forgotten = case((ApprovalRequest.status == shows, None), else_=shows)
+        of date, if nothing draws it again first. Except while resuming with a drawing that
+        says so: the repair looks at a resuming card only if it may still show its buttons,
+        and what the row says (the buttons, or "resuming") is then kept."""
+        forgotten = case(
+            (
+                ApprovalRequest.status == shows,
+                case(
+                    (ApprovalRequest.status == RequestStatus.RESUMING, ApprovalRequest.card_status),
+                    else_=None,
+                ),
+            ),
+            else_=shows,
+        )
         self.session.connection().execute(
             update(ApprovalRequest)
             .where(ApprovalRequest.id == request_id)

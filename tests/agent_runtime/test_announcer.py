@@ -12,11 +12,13 @@ import pytest
 from sqlalchemy import event
 
 from agent_runtime.announcer import Announcer
+from agent_runtime.card_draws import decisions_on
 from agent_runtime.notifier import MessageRef, NullNotifier
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.locks import ThreadLocks
+from store.maintenance import MaintenanceQueries
 from store.models import utcnow
 from store.repositories import ApprovalRepository, DecisionRepository, RunRepository
 from store.statuses import RequestStatus, RunStatus
@@ -272,7 +274,7 @@ def test_the_last_of_two_overlapping_updates_to_come_back_draws_the_card_alone(t
     assert not older.is_alive()
     notifier.failing, notifier.before_update, notifier.after_update = False, None, None
     if dies:
-        assert card_of(db, resuming.id)[1] == RequestStatus.RESUMING, "what the repair sees"
+        assert card_of(db, resuming.id)[1] != RequestStatus.RESOLVED, "what the repair sees"
         assert announcer.repair_cards() == 1
     assert notifier.drawn[-1].status == RequestStatus.RESOLVED, notifier.updated
     assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
@@ -292,6 +294,87 @@ def test_an_under_way_drawing_is_never_sent_after_the_end_it_precedes(tmp_path):
     announcer.repair_cards()  # the next process
     assert notifier.updated == [RequestStatus.RESOLVED]
     assert card_of(db, resuming.id)[1] == RequestStatus.RESOLVED
+
+
+def test_two_overlapping_under_way_updates_leave_a_card_with_buttons_to_the_repair(tmp_path):
+    """The resume's "under way" update and the repair's overlap while the card still shows
+    its buttons; the process dies. The row must still say the card may show its buttons:
+    that is the only way the repair looks at a card being resumed."""
+    db, notifier, announcer, resuming = _posted_card(tmp_path)
+    in_flight, release = threading.Event(), threading.Event()
+
+    def hold_the_first(view: ApprovalView) -> None:
+        if not in_flight.is_set():
+            in_flight.set()
+            assert release.wait(30)
+
+    def die(view: ApprovalView) -> None:
+        notifier.failing = True
+        raise TimeoutError("the process died")
+
+    notifier.before_update = hold_the_first
+    first = threading.Thread(target=announcer.show_card, args=(resuming,))
+    first.start()
+    assert in_flight.wait(30)
+    notifier.after_update = die
+    announcer.show_card(resuming)  # the repair's, overlapping; it lands, then the process dies
+    release.set()
+    first.join(30)
+    assert card_of(db, resuming.id)[1] == RequestStatus.PENDING
+    notifier.failing, notifier.before_update, notifier.after_update = False, None, None
+    assert announcer.repair_cards() == 1  # the next process
+    assert card_of(db, resuming.id)[1] == RequestStatus.RESUMING
+
+
+def test_while_updates_of_a_card_overlap_the_repair_would_find_it(posted_card):
+    """Two decisions' redraws of a pending card overlap, the older one still on its way: if
+    the process died now, it could land last, the status alike. The row says nothing is
+    known of the card until the last one is back, which draws it once more, alone."""
+    db, notifier, announcer, seeded = posted_card
+    older, newer = _decide(db, seeded), _decide(db, seeded)
+    in_flight, release = threading.Event(), threading.Event()
+
+    def hold_the_older(view: ApprovalView) -> None:
+        if decisions_on(view) == 1:
+            in_flight.set()
+            assert release.wait(30)
+
+    notifier.before_update = hold_the_older
+    first = threading.Thread(target=announcer.show_card, args=(older,))
+    first.start()
+    assert in_flight.wait(30)
+    announcer.show_card(newer)
+    with db.transaction() as s:
+        listed = [r.id for r in MaintenanceQueries(s).cards_out_of_date()]
+    release.set()
+    first.join(30)
+    assert listed == [seeded.request_id], "a process dying now would leave it unrepaired"
+    assert [decisions_on(view) for view in notifier.drawn] == [2, 1, 2]
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
+
+
+def test_an_update_that_failed_is_left_to_the_repair_even_with_the_status_alike(posted_card):
+    """A decision's redraw fails: the card shows one decision fewer, the status alike. The
+    repair must still find it."""
+    db, notifier, announcer, seeded = posted_card
+    notifier.failing = True
+    announcer.show_card(_decide(db, seeded))
+    notifier.failing = False
+    assert announcer.repair_cards() == 1
+    assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1]
+    assert announcer.repair_cards() == 0
+
+
+def test_nothing_older_goes_out_after_an_update_that_failed(posted_card):
+    """A failed update may have reached Slack all the same (its answer lost)."""
+    db, notifier, announcer, seeded = posted_card
+    with db.transaction() as s:
+        before = approval_view(ApprovalRepository(s).get(seeded.request_id))
+    notifier.failing = True
+    announcer.show_card(_decide(db, seeded))
+    notifier.failing = False
+    announcer.show_card(before)
+    assert notifier.drawn == []
 
 
 def test_an_older_drawing_is_not_sent_once_this_process_sent_a_later_one(posted_card):
