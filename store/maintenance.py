@@ -46,13 +46,15 @@ class MaintenanceQueries:
 
     def cards_out_of_date(self) -> list[ApprovalRequest]:
         """Cards whose message shows another status than the request's. While resuming, the
-        resumer draws the card itself, unless it still shows the buttons: a resume that died
-        before its first draw (quick resumes draw only their end)."""
+        resumer draws the card itself, unless it may still show the buttons (or what it shows
+        is unknown): a resume that died before its first draw (quick resumes draw only their
+        end)."""
         stmt = select(ApprovalRequest).where(
             ApprovalRequest.card_ts.is_not(None),
             or_(
                 ApprovalRequest.status != RequestStatus.RESUMING,
                 ApprovalRequest.card_status == RequestStatus.PENDING,
+                ApprovalRequest.card_status.is_(None),
             ),
             or_(
                 ApprovalRequest.card_status.is_(None),

@@ -388,6 +388,17 @@ def test_an_older_drawing_is_not_sent_once_this_process_sent_a_later_one(posted_
     assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1]
 
 
+def test_a_card_of_unknown_drawing_is_repaired_while_resuming(tmp_path):
+    """A decision's redraw failed (what the card shows is unknown: its buttons, maybe), then
+    the last decision claimed the request and the process died before drawing it again."""
+    db, notifier, announcer, resuming = _posted_card(tmp_path)
+    with db.transaction() as s:  # as the failed redraw left it, before the claim
+        ApprovalRepository(s).get(resuming.id).card_status = None
+    assert announcer.repair_cards() == 1
+    assert notifier.updated == [RequestStatus.RESUMING]
+    assert card_of(db, resuming.id)[1] == RequestStatus.RESUMING
+
+
 @pytest.fixture
 def pg_card(migrated_pg_url):  # type: ignore[no-untyped-def]
     """On PostgreSQL: a pending request whose card is posted."""
