@@ -2,50 +2,23 @@
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass
+from dataclasses import fields
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from store.db import affected
 from store.models import Run, utcnow
+from store.pending_reads import RunRecord
 from store.statuses import RunStatus
 
 _FINISH = (
     update(Run)
     .where(Run.id == bindparam("finished_run"), Run.status != RunStatus.CANCELLED)
     .values(status=bindparam("end"), result_text=bindparam("text"), updated_at=bindparam("at"))
-    .returning(
-        Run.id,
-        Run.requester_id,
-        Run.channel_id,
-        Run.thread_ts,
-        Run.request_text,
-        Run.status,
-        Run.result_text,
-        Run.cancelled_by,
-        Run.cancelled_at,
-        Run.team_id,
-    )
+    .returning(*(getattr(Run, f.name) for f in fields(RunRecord)))
 )
 """Built once: every approval that ends a run sends it."""
-
-
-@dataclass(frozen=True)
-class EndedRun:
-    """A run's row as its end left it: what its thread is told."""
-
-    id: str
-    requester_id: str
-    channel_id: str
-    thread_ts: str | None
-    request_text: str
-    status: str
-    result_text: str | None
-    cancelled_by: str | None
-    cancelled_at: dt.datetime | None
-    team_id: str | None
 
 
 class RunRepository:
@@ -87,14 +60,14 @@ class RunRepository:
         )
         return affected(result) > 0
 
-    def finish(self, run_id: str, *, status: str, result_text: str) -> EndedRun | None:
+    def finish(self, run_id: str, *, status: str, result_text: str) -> RunRecord | None:
         """Record a run's end in one Core statement, which reads nothing first and takes the
         row's lock; the run as it is now (what its thread is told), or None if it is gone or
         a cancel ended it first (cancelled stays cancelled). Lock order: any of its request
         rows before this, the audit chain after."""
         values = {"finished_run": run_id, "end": status, "text": result_text, "at": utcnow()}
         row = self.session.connection().execute(_FINISH, values).one_or_none()
-        return None if row is None else EndedRun(**row._mapping)
+        return None if row is None else RunRecord(*row)
 
     def set_status(self, run: Run, status: str, *, result_text: str | None = None) -> None:
         run.status = status
