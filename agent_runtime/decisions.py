@@ -143,6 +143,8 @@ class DecisionRecorder:
                     request_id=request.id,
                     detail={"owner": self.claims.owner},
                 )
+            else:  # still pending, one decision more: the card shows one fewer until drawn
+                repos.forget_card(request.id, shows=RequestStatus.PENDING)
             signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
             progressed = (action.id,) if signed and action.outcome is None else ()
             return DecisionResult(

@@ -241,3 +241,21 @@ def test_a_decision_asks_the_orm_only_to_load_its_request(
     assert result.completed
     assert len(through_orm) == 1, through_orm
     assert through_orm[0].startswith("SELECT approval_requests.id, approval_requests.run_id")
+
+
+def test_a_sign_off_that_leaves_more_to_give_is_left_to_the_repair_until_drawn(
+    world: tuple[Env, list[str]],
+) -> None:
+    """The first of two approvals is recorded; the process dies before the card is drawn
+    again. The status is alike (pending), so only the decision count tells the card is out
+    of date: the decision itself must say the card's drawing is not known to be current."""
+    env, _log = world
+    _run, action_id = paused_run(env, PUBLISH)
+    result = env.engine.decisions.record(
+        action_id=action_id, attempt=_attempt(env, action_id, REVIEWER)
+    )
+    assert result.refusal is None and not result.completed
+    assert env.engine.announcer.repair_cards() == 1, "the repair must redraw it"
+    drawn = env.notes.updated[-1]
+    assert [len(a.decisions) for a in drawn.actions] == [1]
+    assert env.engine.announcer.repair_cards() == 0
