@@ -100,9 +100,17 @@ class Announcer:
             request = repo.get(drawn.id, for_update=True)
             if request is None:
                 return
-            repo.adopt_card(request, channel=ref.channel, ts=ref.ts, shows=drawn.status)
             now = approval_view(request)
-        if (now.status, now.outcome, now.actions) != (drawn.status, drawn.outcome, drawn.actions):
+            moved = (now.status, now.outcome, now.actions) != (
+                drawn.status,
+                drawn.outcome,
+                drawn.actions,
+            )
+            # Moved on: left to the repair until the card is drawn again (a crash between).
+            shows = None if moved else drawn.status
+            repo.adopt_card(request, channel=ref.channel, ts=ref.ts, shows=shows)
+            now = approval_view(request)
+        if moved:
             self.show_card(now)
 
     def show_card(self, view: ApprovalView) -> None:

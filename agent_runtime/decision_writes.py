@@ -14,7 +14,7 @@ from agent_runtime.policy import Policy
 from agent_runtime.wire import action_hash
 from store.models import Action, ApprovalRequest
 from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
-from store.statuses import ActionOutcome, DecisionType, RequestStatus
+from store.statuses import ActionOutcome, DecisionType
 from store.switch import SwitchRepository
 
 
@@ -70,9 +70,10 @@ def adopt_clicked_card(
 ) -> None:
     """A click on a card whose reference is not stored yet (its post is still being answered,
     or the answer was lost): the message clicked, where the card is posted (the run's channel
-    or the request's review channel), is the card."""
+    or the request's review channel), is the card. What it shows is not known to be current:
+    the click's own decision changes it, and the repair is to find it until it is redrawn."""
     if card.channel == (request.review_channel or request.run.channel_id):
-        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=RequestStatus.PENDING)
+        repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=None)
 
 
 def apply_decision(

@@ -325,9 +325,12 @@ class ApprovalRepository:
                 self.session, action_id=action.id, request_id=action.request_id
             )
 
-    def adopt_card(self, request: ApprovalRequest, *, channel: str, ts: str, shows: str) -> bool:
+    def adopt_card(
+        self, request: ApprovalRequest, *, channel: str, ts: str, shows: str | None
+    ) -> bool:
         """Remember where the card is, unless a reference is already stored (the first one
-        found wins); ``shows``: the status the card was drawn with. Lock the row first."""
+        found wins); ``shows``: the status the card was drawn with, ``None`` if it is not
+        known to show the request as it is now. Lock the row first."""
         if request.card_ts is not None:
             return False
         request.card_channel = channel

@@ -34,6 +34,8 @@ class FlakyNotifier(NullNotifier):
     results: list[str] = field(default_factory=list)
     in_chat: MessageRef | None = None
     on_update: Callable[[], None] | None = None
+    on_post: Callable[[], None] | None = None
+    """Called while a card's post is being answered."""
     before_update: Callable[[ApprovalView], None] | None = None
     """Called as an update leaves, before it reaches Slack (an update in flight)."""
     after_update: Callable[[ApprovalView], None] | None = None
@@ -43,6 +45,8 @@ class FlakyNotifier(NullNotifier):
         if self.failing:
             raise TimeoutError("slack did not answer")
         self.posted.append(approval.id)
+        if self.on_post is not None:
+            self.on_post()
         return MessageRef("C1", f"{len(self.posted)}.5")
 
     def find_card(self, approval: ApprovalView) -> MessageRef | None:
@@ -98,6 +102,29 @@ def test_a_card_slack_took_is_adopted_not_posted_twice(tmp_path):
     announcer.retry_card_posts(created_before=utcnow() + dt.timedelta(seconds=1))
     assert card_of(db, seeded.request_id) == ("9.9", RequestStatus.PENDING)
     assert notifier.posted == []
+
+
+def test_a_card_whose_request_moved_on_while_it_was_posted_is_left_to_the_repair(tmp_path):
+    """A decision (from a modal) is recorded while the card's post is being answered: the
+    card stored then shows the request as it was. Until it is drawn again, a crash must leave
+    it for the repair to find."""
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    notifier.failing = False
+    listed_at_redraw: list[list[str]] = []
+
+    def decide_meanwhile() -> None:
+        _decide(db, seeded)
+
+    def crash_here(view: ApprovalView) -> None:
+        with db.transaction() as s:
+            listed_at_redraw.append([r.id for r in MaintenanceQueries(s).cards_out_of_date()])
+
+    notifier.on_post, notifier.before_update = decide_meanwhile, crash_here
+    announcer.post_card(seeded.request_id)
+    assert listed_at_redraw == [[seeded.request_id]], "a crash before the redraw: unrepaired"
+    assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1]
+    assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
 
 
 def test_a_card_left_out_of_date_is_redrawn(tmp_path):

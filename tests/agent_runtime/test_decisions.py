@@ -4,6 +4,7 @@ roles come from user groups, whichever process recorded the action."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.decisions import Attempt
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.notifier import MessageRef
+from store.repositories import ApprovalRepository
 from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
 from tests.wire import watching
 
@@ -46,6 +49,13 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env,
 def _watch(env: Env, log: list[str]) -> None:
     event.listen(env.db.engine, "begin", lambda _conn: log.append("begin"))
     event.listen(env.db.engine, "before_cursor_execute", lambda *a: log.append(a[2]))
+
+
+def card_now(env: Env, action_id: str) -> tuple[str | None, str | None]:
+    with env.db.transaction() as s:
+        request = ApprovalRepository(s).get_by_action(action_id)
+        assert request is not None
+        return request.card_ts, request.card_status
 
 
 def _attempt(env: Env, action_id: str, actor: Actor) -> Attempt:
@@ -259,3 +269,21 @@ def test_a_sign_off_that_leaves_more_to_give_is_left_to_the_repair_until_drawn(
     drawn = env.notes.updated[-1]
     assert [len(a.decisions) for a in drawn.actions] == [1]
     assert env.engine.announcer.repair_cards() == 0
+
+
+def test_a_click_that_brings_its_card_along_leaves_it_to_the_repair_until_drawn(
+    world: tuple[Env, list[str]],
+) -> None:
+    """The card's reference was not stored yet (its post's answer was lost) when a reviewer
+    clicked it: the decision adopts the clicked message, which shows one decision fewer."""
+    env, _log = world
+    _run, action_id = paused_run(env, PUBLISH)
+    with env.db.transaction() as s:
+        request = ApprovalRepository(s).get_by_action(action_id)
+        assert request is not None
+        clicked = MessageRef(request.card_channel or "", request.card_ts or "")
+        request.card_ts = request.card_channel = request.card_status = None
+    attempt = replace(_attempt(env, action_id, REVIEWER), card=clicked)
+    assert not env.engine.decisions.record(action_id=action_id, attempt=attempt).completed
+    assert env.engine.announcer.repair_cards() == 1, "the repair must redraw it"
+    assert card_now(env, action_id) == (clicked.ts, "pending")
