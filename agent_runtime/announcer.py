@@ -109,7 +109,8 @@ class Announcer:
             # Moved on: left to the repair until the card is drawn again (a crash between).
             shows = None if moved else drawn.status
             repo.adopt_card(request, channel=ref.channel, ts=ref.ts, shows=shows)
-            now = approval_view(request)
+            if moved:
+                now = approval_view(request)  # with the reference as stored now
         if moved:
             self.show_card(now)
 

@@ -30,7 +30,7 @@ class CardUpdates:
             if turn.behind:
                 return None
             if turn.overlapping_oldest is not None:
-                with self.db.transaction() as s:
+                with self.db.single() as s:
                     ApprovalRepository(s).forget_card(view.id, shows=turn.overlapping_oldest)
             try:
                 self.notifier.approval_updated(view)
@@ -40,7 +40,7 @@ class CardUpdates:
                 # and the repair is to look at the card.
                 turn.sent()
                 landing = turn.back()
-                with self.db.transaction() as s:
+                with self.db.single() as s:
                     ApprovalRepository(s).forget_card(view.id, shows=view.status)
                 return self._now(view.id) if landing.last and landing.overlapped else None
             turn.sent()

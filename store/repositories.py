@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import Update, bindparam, case, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from store import pending_slots
 from store.audit_log import AuditRepository
@@ -40,6 +40,26 @@ def _action_update(names: tuple[str, ...]) -> Update:
         .where(Action.id == bindparam("decided_action"))
         .values({name: bindparam(name) for name in names})
     )
+
+
+_SHOWS: BindParameter[str] = bindparam("shows")
+_FORGET = (
+    update(ApprovalRequest)
+    .where(ApprovalRequest.id == bindparam("forgotten"))
+    .values(
+        card_status=case(
+            (
+                ApprovalRequest.status == _SHOWS,
+                case(
+                    (ApprovalRequest.status == RequestStatus.RESUMING, ApprovalRequest.card_status),
+                    else_=None,
+                ),
+            ),
+            else_=_SHOWS,
+        )
+    )
+)
+"""Built once: a sign-off that leaves more to give sends it in its transaction."""
 
 
 def _ended(status: str, outcome: str) -> dict[str, object]:
@@ -266,21 +286,7 @@ class ApprovalRepository:
         of date, if nothing draws it again first. Except while resuming with a drawing that
         says so: the repair looks at a resuming card only if it may still show its buttons,
         and what the row says (the buttons, or "resuming") is then kept."""
-        forgotten = case(
-            (
-                ApprovalRequest.status == shows,
-                case(
-                    (ApprovalRequest.status == RequestStatus.RESUMING, ApprovalRequest.card_status),
-                    else_=None,
-                ),
-            ),
-            else_=shows,
-        )
-        self.session.connection().execute(
-            update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id)
-            .values(card_status=forgotten)
-        )
+        self.session.connection().execute(_FORGET, {"forgotten": request_id, "shows": shows})
 
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
         for name, value in _ended(status, outcome).items():
