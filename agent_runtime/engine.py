@@ -123,6 +123,8 @@ class ApprovalEngine(FacadeReads):
         )
         if resumed.run_failed is not None:
             self.runs.fail(run_id, resumed.run_failed)
+        elif resumed.ended is not None:
+            self.announcer.run_finished(resumed.ended)
         elif resumed.after is not None:
             self._carry_on(run_id, resumed.after)
 

@@ -3,7 +3,8 @@
 The winner of the claim resumes inside the run's thread lock, after checking that the checkpoint
 still holds the very interrupt that was decided, with the very actions that were reviewed. The
 resumer reports what happened (``Resumed``) and never goes on by itself: what follows a resume
-(new approvals, the run's result, a failed run) is the caller's to do.
+(new approvals, telling the thread its result, a failed run) is the caller's to do. A resume
+that ended the run records the run's end with the request's, in one transaction.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
 from agent_runtime.recording import audit_text, drift, version_drift
 from agent_runtime.resume_records import record_tool_outcomes, resume_decisions, summary
+from agent_runtime.run_end import record_run_end
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
     PendingInterrupt,
     build_resume,
+    final_text,
     pending_interrupts,
 )
 from store.claim_repository import ClaimRepository
@@ -42,10 +45,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Resumed:
-    """What a resume left for its caller: the thread's state to record (new interrupts, or
-    the result), or a run to fail with this reason, or nothing (not ours, or closed)."""
+    """What a resume left for its caller: the thread's state to record (new interrupts), or
+    the run it ended (its result, to tell its thread), or a run to fail with this reason, or
+    nothing (not ours, or closed)."""
 
     after: StateSnapshot | None = None
+    ended: RunView | None = None
     run_failed: str | None = None
 
 
@@ -121,13 +126,28 @@ class Resumer:
             if found:
                 return self._unconfirmed(request, state=after, found=found)
         expired = any(a.outcome == ActionOutcome.EXPIRED for a in request.actions)
+        ended: list[RunView | None] = []
+
+        def end_run(s: Session) -> None:  # the run is over: its end is committed with this one
+            text = final_text(after.values)
+            ended.append(
+                record_run_end(
+                    s, request.run_id, status=RunStatus.COMPLETED, text=text, policy=self.policy
+                )
+            )
+
         self._finish(
             request,
             status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
             outcome=summary(request),
             record=lambda s: record_tool_outcomes(s, request, after, policy=self.policy),
+            then=None if after.interrupts else end_run,
         )
-        return Resumed(after=after)
+        if after.interrupts:
+            return Resumed(after=after)
+        # Not closed here (a cancel, or a taker of the claim, ended it first): neither is its
+        # run, which whoever closed the request ended with it.
+        return Resumed(ended=ended[0] if ended else None)
 
     def _current(self, request_id: str, claimed: ApprovalRequest | None) -> ApprovalRequest | None:
         """The request now. Once claimed, nothing changes its actions or decisions (they are
@@ -216,13 +236,15 @@ class Resumer:
         status: RequestStatus,
         outcome: str,
         record: Callable[[Session], None] | None = None,
+        then: Callable[[Session], None] | None = None,
     ) -> RunView | None:
         """Record the request's end (and, when it was closed unresumed, its run's), then show
         it on the card. ``request``: as read at or after its claim; its actions and decisions
         no longer change, so it is not read again: the card is drawn from it, where the row
         says the card is now. Returns the run it closed, if any: only ``invalidate`` tells the
         thread at once; otherwise another interrupt of the run may still finish it, and a
-        result left unposted is posted by ``Announcer.post_missing_results``."""
+        result left unposted is posted by ``Announcer.post_missing_results``. ``record`` writes
+        before the request's audit event, ``then`` after it, both in its transaction."""
         with self.db.transaction() as s:
             # Lock order everywhere: the request's row first, then the audit chain.
             place = ApprovalRepository(s).close(request.id, status=status, outcome=outcome)
@@ -241,6 +263,8 @@ class Resumer:
                 team_id=request.team_id,
                 reason=audit_text(self.policy, outcome, request.actions),
             )
+            if then is not None:
+                then(s)
         fault_point("before_card_update")
         drawn = approval_view(request)
         view = replace(

@@ -21,7 +21,8 @@ from agent_runtime.authorization import Actor
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, audit_text, build_request
+from agent_runtime.recording import POLICY_VETO, build_request
+from agent_runtime.run_end import record_run_end
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
@@ -239,26 +240,9 @@ class RunLifecycle:
         """Record the run's end, unless a cancel ended it (its thread was told so), then tell
         the thread."""
         with self.db.transaction() as s:
-            ended = RunRepository(s).finish(run_id, status=status, result_text=text)
-            if ended is None:
-                if RunRepository(s).status(run_id) is None:
-                    raise LookupError(f"run {run_id} is gone")
-                return  # cancelled stays cancelled; its thread was told so
-            if status == RunStatus.COMPLETED:
-                AuditRepository(s).record("run_completed", run_id=run_id, team_id=ended.team_id)
-            else:
-                run = RunRepository(s).get(run_id)
-                assert run is not None  # its row was just written, in this transaction
-                calls = (a for request in run.requests for a in request.actions)
-                AuditRepository(s).record(
-                    "run_failed",
-                    outcome="error",
-                    run_id=run_id,
-                    team_id=ended.team_id,
-                    reason=audit_text(self.policy, text, calls),
-                )
-            view = run_view(ended)
-        self.announcer.run_finished(view)
+            view = record_run_end(s, run_id, status=status, text=text, policy=self.policy)
+        if view is not None:
+            self.announcer.run_finished(view)
 
 
 def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:

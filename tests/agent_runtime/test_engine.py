@@ -242,3 +242,29 @@ def test_a_run_that_completes_after_its_resume_is_not_read_again(env):
         assert run is not None
         assert (run.status, run.result_posted) == ("completed", True)
     assert [r.id for r in env.notes.finished] == [run_id]
+
+
+def test_a_resume_that_ends_its_run_records_both_ends_in_one_transaction(env):
+    """The request's end and its run's are one commit: no crash can leave an approval
+    resolved under a run still waiting, with its result unrecorded until a lease passes."""
+    run_id, action_id = paused_run(env)
+    sent: list[str] = []
+    event.listen(env.db.engine, "begin", lambda _conn: sent.append("BEGIN"))
+    event.listen(env.db.engine, "commit", lambda _conn: sent.append("COMMIT"))
+    event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    status_writes = [
+        i for i, q in enumerate(sent) if q.startswith("UPDATE approval_requests SET status")
+    ]
+    closed = status_writes[-1]  # claimed, then closed
+    ended = next(i for i, q in enumerate(sent) if q.startswith("UPDATE runs SET status"))
+    between = sent[min(closed, ended) : max(closed, ended)]
+    assert "COMMIT" not in between and "BEGIN" not in between, between
+    heads = [q for q in sent[closed:] if q.startswith("SELECT audit_head") and "FOR UPDATE" in q]
+    assert len(heads) <= 1, heads  # SQLite locks nothing per row: at most the one head read
+    with env.db.transaction() as s:
+        run = s.get(Run, run_id)
+        assert run is not None and run.status == "completed"
+        kinds = list(s.scalars(select(AuditEvent.kind).order_by(AuditEvent.id)))
+    assert kinds[-2:] == ["resumed", "run_completed"], kinds
+    assert [r.id for r in env.notes.finished] == [run_id]

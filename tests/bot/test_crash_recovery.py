@@ -73,6 +73,16 @@ def check_the_outcome(
     db.dispose()
 
 
+def ended(pg_url: str) -> tuple[str, str]:
+    """The request's status and its run's, as the store has them."""
+    db = Database(pg_url)
+    with db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        statuses = (request.status, request.run.status)
+    db.dispose()
+    return statuses
+
+
 @pytest.mark.parametrize("point", DECISION_POINTS)
 def test_a_crash_at_any_point_is_finished_by_the_next_process(
     point, migrated_pg_url, tmp_path: Path
@@ -95,6 +105,9 @@ def test_a_crash_at_any_point_is_finished_by_the_next_process(
     finally:
         if crashing.proc.poll() is None:
             crashing.kill()
+    if point == "before_card_update":
+        # The request's end and its run's were one commit: both are there, or neither.
+        assert ended(migrated_pg_url) == ("resolved", "completed")
 
     survivor = BotProcess(bot_env(sandbox, migrated_pg_url, workspace), sandbox)
     try:
