@@ -202,9 +202,7 @@ class EffectGate:
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             drifted = [d for d in map(self._drift, current) if d is not None]
             for action in (a for a in current if self._drift(a) is None):
-                if repo.of(action.id) is None and repo.start(
-                    action, key=_key(action), tool_call_id=tool_call_id
-                ):
+                if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
                     return Grant(action.id, _key(action), None)
         if switch.paused and not cancelled:
             reason = paused_reason(switch)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, contains_eager
 
 from store.models import Action, ActionExecution, ApprovalRequest, utcnow
 from store.statuses import RUNS_THE_TOOL, RequestStatus
@@ -32,7 +32,9 @@ class ExecutionRepository:
                 Action.outcome.in_(SPENDABLE_OUTCOMES),
             )
             .order_by(ApprovalRequest.created_at, Action.position)
-            .options(selectinload(Action.request))
+            # The request comes in the same row; its actions (the gate checks their versions)
+            # in one more read.
+            .options(contains_eager(Action.request).selectinload(ApprovalRequest.actions))
         )
         return list(self.session.scalars(stmt))
 
@@ -50,12 +52,9 @@ class ExecutionRepository:
                 Action.tool_name == tool_name,
                 ActionExecution.tool_call_id == tool_call_id,
             )
-            .options(selectinload(Action.request))
+            .options(contains_eager(Action.request))
         )
         return [(row[0], row[1]) for row in self.session.execute(stmt).all()]
-
-    def of(self, action_id: str) -> ActionExecution | None:
-        return self.session.get(ActionExecution, action_id)
 
     def of_actions(self, action_ids: list[str]) -> dict[str, ActionExecution]:
         """The execution records of these actions, by action id (absent: never started)."""
@@ -65,24 +64,31 @@ class ExecutionRepository:
         return {row.action_id: row for row in self.session.scalars(stmt)}
 
     def start(self, action: Action, *, key: str, tool_call_id: str | None) -> bool:
-        """Spend the action for this tool call; False if another call spent it first."""
-        try:
-            with self.session.begin_nested():
-                self.session.add(
-                    ActionExecution(
-                        action_id=action.id,
-                        idempotency_key=key,
-                        tool_call_id=tool_call_id,
-                        tool=action.tool_name,
-                        started_at=utcnow(),
-                    )
-                )
-        except IntegrityError:
-            return False
-        return True
+        """Spend the action for this tool call; False if another call spent it first. One
+        conditional insert that reads nothing first: a spend racing it waits for its commit,
+        then inserts nothing."""
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        stmt = (
+            insert(ActionExecution)
+            .values(
+                action_id=action.id,
+                idempotency_key=key,
+                tool_call_id=tool_call_id,
+                tool=action.tool_name,
+                started_at=utcnow(),
+            )
+            .on_conflict_do_nothing()
+            .returning(ActionExecution.action_id)
+        )
+        return self.session.connection().execute(stmt).first() is not None
 
     def finish(self, action_id: str, *, result: str) -> None:
-        row = self.session.get(ActionExecution, action_id, with_for_update=True)
-        if row is not None and row.result is None:
-            row.result = result
-            row.finished_at = utcnow()
+        """Keep the effect's result, once: the first result kept stands."""
+        stmt = (
+            update(ActionExecution)
+            .where(ActionExecution.action_id == action_id, ActionExecution.result.is_(None))
+            .values(result=result, finished_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+        self.session.execute(stmt)

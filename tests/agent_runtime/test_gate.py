@@ -19,7 +19,7 @@ from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
 from store.audit_models import AuditEvent
-from store.models import Action, ApprovalRequest
+from store.models import Action, ActionExecution, ApprovalRequest
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
 
@@ -383,3 +383,42 @@ def test_a_refusal_quoting_a_redacted_argument_keeps_it_out_of_the_audit_and_log
     (event,) = blocked(env)
     assert "does not match" in str(event.reason)
     assert "ceo-private" not in f"{event.reason} {event.detail} {caplog.text}"
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_spending_an_approval_and_keeping_its_result_take_one_statement_each(
+    tmp_path, request, store
+):
+    """The gate sits inside every approved tool call, on the reviewer's wait for the result:
+    the spend is one conditional insert (no savepoint, no read first) and the result one
+    conditional update, and the approved action comes with its request in one read."""
+    from sqlalchemy import event
+
+    url = None if store == "sqlite" else request.getfixturevalue("migrated_pg_url")
+    env = make_env(tmp_path, url=url)
+    try:
+        run_id, _action = paused_run(env)
+        approved_and_resuming(env, run_id)
+        sent: list[str] = []
+        event.listen(env.db.engine, "begin", lambda _conn: sent.append("BEGIN"))
+        event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+        result = env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: "sent",
+            tool_call_id="c1",
+        )
+        assert result == "sent"
+        assert sent.count("BEGIN") == 2, sent  # the spend, then the result
+        assert not [q for q in sent if "SAVEPOINT" in q], sent
+        touching = [q.split()[0] for q in sent if "action_executions" in q.split("WHERE")[0]]
+        # what this call spent before (none), the spend, the result
+        assert touching == ["SELECT", "INSERT", "UPDATE"], sent
+        assert len([q for q in sent if not q.startswith("BEGIN")]) <= 7, sent
+        with env.db.transaction() as s:
+            (execution,) = s.scalars(select(ActionExecution)).all()
+            assert (execution.tool_call_id, execution.result) == ("c1", "sent")
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
