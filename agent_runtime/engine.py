@@ -121,9 +121,7 @@ class ApprovalEngine(FacadeReads):
             request_id,
             lambda: self.resumer.resume(request_id, recovering=recovering, claimed=claimed),
         )
-        if resumed.run_failed is not None:
-            self.runs.fail(run_id, resumed.run_failed)
-        elif resumed.ended is not None:
+        if resumed.ended is not None:
             self.announcer.run_finished(resumed.ended)
         elif resumed.after is not None:
             self._carry_on(run_id, resumed.after)

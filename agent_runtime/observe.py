@@ -44,7 +44,7 @@ def observed(observer: ResumeObserver, request_id: str, resume: Callable[[], Res
         resumed = resume()
         if resumed.run_failed is not None:
             outcome = ResumeOutcome.RUN_FAILED
-        elif resumed.after is not None:
+        elif resumed.after is not None or resumed.ended is not None:
             outcome = ResumeOutcome.CONTINUED
         else:
             outcome = ResumeOutcome.SKIPPED

@@ -25,7 +25,7 @@ from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
 from agent_runtime.recording import audit_text, drift, version_drift
 from agent_runtime.resume_records import record_tool_outcomes, resume_decisions, summary
-from agent_runtime.run_end import record_run_end
+from agent_runtime.run_end import audit_run_end, end_run
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
 from agent_runtime.wire import (
@@ -37,7 +37,7 @@ from agent_runtime.wire import (
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.models import ApprovalRequest
-from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.repositories import ApprovalRepository, AuditRepository
 from store.statuses import RUNS_THE_TOOL, ActionOutcome, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -46,8 +46,8 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Resumed:
     """What a resume left for its caller: the thread's state to record (new interrupts), or
-    the run it ended (its result, to tell its thread), or a run to fail with this reason, or
-    nothing (not ours, or closed)."""
+    the run it ended with the request (to tell its thread; ``run_failed`` says why, if it
+    failed), or nothing (not ours, or closed, or its run ended by a cancel)."""
 
     after: StateSnapshot | None = None
     ended: RunView | None = None
@@ -117,8 +117,9 @@ class Resumer:
         except Exception as exc:
             logger.exception("resume of %s failed", request_id)
             failure = f"{type(exc).__name__}: {exc}"
-            self._finish(request, status=RequestStatus.FAILED, outcome=failure)
-            return Resumed(run_failed=f"The agent failed after the decision: {exc}")
+            return self._run_failed(
+                request, outcome=failure, reason=f"The agent failed after the decision: {exc}"
+            )
         fault_point("after_resume")
         after = self.runtime.state(request.run_id)
         if pending is None:
@@ -126,28 +127,35 @@ class Resumer:
             if found:
                 return self._unconfirmed(request, state=after, found=found)
         expired = any(a.outcome == ActionOutcome.EXPIRED for a in request.actions)
-        ended: list[RunView | None] = []
-
-        def end_run(s: Session) -> None:  # the run is over: its end is committed with this one
-            text = final_text(after.values)
-            ended.append(
-                record_run_end(
-                    s, request.run_id, status=RunStatus.COMPLETED, text=text, policy=self.policy
-                )
-            )
-
-        self._finish(
+        over = not after.interrupts  # the run's end is then committed with the request's
+        ended = self._finish(
             request,
             status=RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED,
             outcome=summary(request),
             record=lambda s: record_tool_outcomes(s, request, after, policy=self.policy),
-            then=None if after.interrupts else end_run,
+            run_end=(RunStatus.COMPLETED, final_text(after.values)) if over else None,
         )
-        if after.interrupts:
-            return Resumed(after=after)
         # Not closed here (a cancel, or a taker of the claim, ended it first): neither is its
         # run, which whoever closed the request ended with it.
-        return Resumed(ended=ended[0] if ended else None)
+        return Resumed(ended=ended) if over else Resumed(after=after)
+
+    def _run_failed(
+        self,
+        request: ApprovalRequest,
+        *,
+        outcome: str,
+        reason: str,
+        record: Callable[[Session], None] | None = None,
+    ) -> Resumed:
+        """Close the request as failed and end its run with ``reason``, in one commit."""
+        ended = self._finish(
+            request,
+            status=RequestStatus.FAILED,
+            outcome=outcome,
+            record=record,
+            run_end=(RunStatus.FAILED, reason),
+        )
+        return Resumed(ended=ended, run_failed=reason)
 
     def _current(self, request_id: str, claimed: ApprovalRequest | None) -> ApprovalRequest | None:
         """The request now. Once claimed, nothing changes its actions or decisions (they are
@@ -202,8 +210,8 @@ class Resumer:
             record_tool_outcomes(s, request, state, policy=self.policy)
             evidence.record(s, request, found=found)
 
-        self._finish(request, status=RequestStatus.FAILED, outcome=text, record=record)
-        return Resumed(run_failed=f"The run was interrupted by a restart: {text}")
+        reason = f"The run was interrupted by a restart: {text}"
+        return self._run_failed(request, outcome=text, reason=reason, record=record)
 
     def _cancelled(self, request: ApprovalRequest) -> Resumed:
         """Its run was cancelled (read under the run's lock): never resume it. A request the
@@ -236,25 +244,31 @@ class Resumer:
         status: RequestStatus,
         outcome: str,
         record: Callable[[Session], None] | None = None,
-        then: Callable[[Session], None] | None = None,
+        run_end: tuple[RunStatus, str] | None = None,
     ) -> RunView | None:
         """Record the request's end (and, when it was closed unresumed, its run's), then show
         it on the card. ``request``: as read at or after its claim; its actions and decisions
         no longer change, so it is not read again: the card is drawn from it, where the row
         says the card is now. Returns the run it closed, if any: only ``invalidate`` tells the
         thread at once; otherwise another interrupt of the run may still finish it, and a
-        result left unposted is posted by ``Announcer.post_missing_results``. ``record`` writes
-        before the request's audit event, ``then`` after it, both in its transaction."""
+        result left unposted is posted by ``Announcer.post_missing_results``. ``record``: more
+        to write with it; ``run_end``: the run's end (status, text) when the resume ended it,
+        which the caller tells the thread."""
+        if status == RequestStatus.INVALIDATED:
+            run_end = (RunStatus.FAILED, outcome)  # closed unresumed: its run ends with it
         with self.db.transaction() as s:
             # Lock order everywhere: the request's row first, then the audit chain.
             place = ApprovalRepository(s).close(request.id, status=status, outcome=outcome)
             if place is None:
                 return None  # a cancel, or a taker of the claim, closed it first: that stands
+            # Then the run's row (before any audit event is appended), then the audit chain.
+            ended = (
+                end_run(s, request.run_id, status=run_end[0], text=run_end[1])
+                if run_end is not None
+                else None
+            )
             if record is not None:
                 record(s)
-            closed_run = (
-                _fail_run(s, request, outcome) if status == RequestStatus.INVALIDATED else None
-            )
             AuditRepository(s).record(
                 _AUDITED.get(status, "resume_failed"),
                 outcome="info" if status in _AUDITED_OK else "error",
@@ -263,8 +277,11 @@ class Resumer:
                 team_id=request.team_id,
                 reason=audit_text(self.policy, outcome, request.actions),
             )
-            if then is not None:
-                then(s)
+            closed_run = None
+            if ended is not None and status == RequestStatus.INVALIDATED:
+                closed_run = run_view(ended)  # the request's own event says why
+            elif ended is not None:
+                closed_run = audit_run_end(s, ended, policy=self.policy)
         fault_point("before_card_update")
         drawn = approval_view(request)
         view = replace(
@@ -277,15 +294,6 @@ class Resumer:
         )
         self.announcer.show_card(view)
         return closed_run
-
-
-def _fail_run(s: Session, request: ApprovalRequest, outcome: str) -> RunView | None:
-    """The run of a request closed unresumed ends with it, unless a cancel ended it first."""
-    run = RunRepository(s).get(request.run_id)
-    if run is None or run.status == RunStatus.CANCELLED:
-        return None
-    RunRepository(s).set_status(run, RunStatus.FAILED, result_text=outcome)
-    return run_view(run)
 
 
 _AUDITED = {

@@ -7,6 +7,7 @@ from dataclasses import fields
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
+from store.audit_log import clean_text
 from store.db import affected
 from store.models import Run, utcnow
 from store.pending_reads import RunRecord
@@ -65,7 +66,8 @@ class RunRepository:
         row's lock; the run as it is now (what its thread is told), or None if it is gone or
         a cancel ended it first (cancelled stays cancelled). Lock order: any of its request
         rows before this, the audit chain after."""
-        values = {"finished_run": run_id, "end": status, "text": result_text, "at": utcnow()}
+        text = clean_text(result_text)  # an agent's text may hold what PostgreSQL refuses
+        values = {"finished_run": run_id, "end": status, "text": text, "at": utcnow()}
         row = self.session.connection().execute(_FINISH, values).one_or_none()
         return None if row is None else RunRecord(*row)
 

@@ -1,5 +1,5 @@
 """The façade is the only orchestrator: with every owner replaced by a fake, it resumes what a
-decision, an expiry or a take-over claimed, fails the run a resume could not finish, and records
+decision, an expiry or a take-over claimed, tells the thread of a run a resume ended, and records
 where each resume stopped, again and again, without any owner calling another back."""
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ class FakeRuns:
 @dataclass
 class FakeAnnouncer:
     shown: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+
+    def run_finished(self, run: Any) -> None:
+        self.finished.append(run.id)
 
     def show_card(self, view: Any) -> None:
         self.shown.append(view.id)
@@ -134,11 +138,16 @@ def test_a_decision_that_completes_nothing_resumes_nothing(tmp_path):
     assert engine.announcer.shown == [seeded.request_id]  # type: ignore[attr-defined]
 
 
-def test_a_resume_that_failed_fails_its_run_and_records_no_stop(tmp_path):
+def test_a_resume_that_ended_its_run_has_its_thread_told_and_records_no_stop(tmp_path):
+    """The resume wrote the run's end with the request's (failed here): nothing is left to
+    record, nor to fail again; the thread is told."""
     engine, seeded = engine_with_fakes(tmp_path, {})
-    engine.resumer.outcomes = {seeded.request_id: Resumed(run_failed="boom")}  # type: ignore[attr-defined]
-    decided(engine, DecisionResult(refusal=None, approval=view_of(engine, seeded), completed=True))
-    assert engine.runs.failed == [(seeded.run_id, "boom")]  # type: ignore[attr-defined]
+    view = view_of(engine, seeded)
+    ended = Resumed(ended=view.run, run_failed="boom")
+    engine.resumer.outcomes = {seeded.request_id: ended}  # type: ignore[attr-defined]
+    decided(engine, DecisionResult(refusal=None, approval=view, completed=True))
+    assert engine.announcer.finished == [seeded.run_id]  # type: ignore[attr-defined]
+    assert engine.runs.failed == []  # type: ignore[attr-defined]
     assert engine.runs.stops == []  # type: ignore[attr-defined]
 
 

@@ -71,3 +71,65 @@ def test_a_cancelled_run_stays_cancelled_and_its_thread_is_not_told_again(env: E
     with env.db.transaction() as s:
         assert RunRepository(s).status(run_id) == RunStatus.CANCELLED
     assert env.notes.finished == []
+
+
+def test_a_result_with_a_nul_character_is_kept_as_the_store_can_hold_it(env: Env) -> None:
+    """An agent's text is anything: PostgreSQL refuses NUL in text, which would leave the run
+    unended (and, ended with its request, the request too) after every retry."""
+    run_id, _action_id = paused_run(env)
+    env.engine.runs.fail(run_id, "The agent failed: \x00 in its output")
+    with env.db.transaction() as s:
+        run = RunRepository(s).get(run_id)
+        assert run is not None and run.status == RunStatus.FAILED
+        assert run.result_text == "The agent failed: \ufffd in its output"
+    assert [r.result_text for r in env.notes.finished] == [run.result_text]
+
+
+def _in_one_transaction(sent: list[str], first: str, then: str) -> list[str]:
+    """The statements from the last one starting with ``first`` to the next starting with
+    ``then`` (which must come after it)."""
+    start = max(i for i, q in enumerate(sent) if q.startswith(first))
+    end = next(i for i, q in enumerate(sent) if i > start and q.startswith(then))
+    return sent[start : end + 1]
+
+
+def _watch(env: Env) -> list[str]:
+    sent: list[str] = []
+    event.listen(env.db.engine, "commit", lambda _conn: sent.append("COMMIT"))
+    event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    return sent
+
+
+def test_a_resume_that_ends_its_run_writes_both_ends_then_the_audit_in_one_commit(
+    env: Env,
+) -> None:
+    """The request's row, then the run's, then the audit chain: the order every transaction
+    takes its locks in, so two of them never wait on each other."""
+    run_id, action_id = paused_run(env)
+    sent = _watch(env)
+    assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").completed
+    closing = _in_one_transaction(sent, "UPDATE approval_requests SET status", "COMMIT")
+    ends = [i for i, q in enumerate(closing) if q.startswith("UPDATE runs SET status")]
+    audit = [i for i, q in enumerate(closing) if "audit_" in q.split("WHERE")[0]]
+    assert len(ends) == 1 and audit and ends[0] < min(audit), closing
+    assert [r.id for r in env.notes.finished] == [run_id]
+
+
+def test_a_resume_that_fails_ends_the_request_and_its_run_in_one_commit(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id, action_id = paused_run(env)
+
+    def unreachable(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionError("the mail server is down")
+
+    monkeypatch.setattr(env.runtime, "invoke", unreachable)
+    sent = _watch(env)
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    closing = _in_one_transaction(sent, "UPDATE approval_requests SET status", "COMMIT")
+    assert [q for q in closing if q.startswith("UPDATE runs SET status")], closing
+    with env.db.transaction() as s:
+        run = RunRepository(s).get(run_id)
+        assert run is not None and run.status == RunStatus.FAILED
+        assert run.requests[0].status == "failed"
+    assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
