@@ -246,18 +246,17 @@ class Resumer:
         record: Callable[[Session], None] | None = None,
         run_end: tuple[RunStatus, str] | None = None,
     ) -> RunView | None:
-        """Record the request's end (and, when it was closed unresumed, its run's), then show
-        it on the card. ``request``: as read at or after its claim; its actions and decisions
-        no longer change, so it is not read again: the card is drawn from it, where the row
-        says the card is now. Returns the run it closed, if any: only ``invalidate`` tells the
-        thread at once; otherwise another interrupt of the run may still finish it, and a
-        result left unposted is posted by ``Announcer.post_missing_results``. ``record``: more
-        to write with it; ``run_end``: the run's end (status, text) when the resume ended it,
-        which the caller tells the thread."""
+        """Record the request's end, with its run's (``run_end``: status and text) when the
+        resume ended the run or the request closed unresumed, then show it on the card.
+        ``request``: as read at or after its claim; its actions and decisions no longer
+        change, so it is not read again: the card is drawn from it, where the row says the
+        card is now. ``record``: more to write in the same commit. Returns the run it ended,
+        if any, for the caller to tell its thread (an invalidation found by a resume leaves
+        that to ``Announcer.post_missing_results``, as another interrupt may still be open)."""
         if status == RequestStatus.INVALIDATED:
             run_end = (RunStatus.FAILED, outcome)  # closed unresumed: its run ends with it
         with self.db.transaction() as s:
-            # Lock order everywhere: the request's row first, then the audit chain.
+            # Lock order everywhere: the request's row, then the run's, then the audit chain.
             place = ApprovalRepository(s).close(request.id, status=status, outcome=outcome)
             if place is None:
                 return None  # a cancel, or a taker of the claim, closed it first: that stands

@@ -65,9 +65,11 @@ class ExecutionRepository:
 
     def start(self, action: Action, *, key: str, tool_call_id: str | None) -> bool:
         """Spend the action for this tool call; False if another call spent it first. One
-        conditional insert that reads nothing first: a spend racing it waits for its commit,
-        then inserts nothing."""
-        dialect = self.session.get_bind().dialect.name
+        conditional insert that reads nothing first: under READ COMMITTED (PostgreSQL's
+        default) a spend racing it waits for its commit, then inserts nothing. Sent on the
+        transaction's connection, without the ORM's flush: nothing the gate has pending may
+        be needed by it."""
+        dialect = self.session.connection().dialect.name
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         stmt = (
             insert(ActionExecution)

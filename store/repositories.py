@@ -12,7 +12,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from store import pending_slots
-from store.audit_log import AuditRepository
+from store.audit_log import AuditRepository, clean_text
 from store.db import affected
 from store.decision_repository import DecisionRepository
 from store.models import Action, ApprovalRequest, Decision, utcnow
@@ -66,7 +66,7 @@ def _ended(status: str, outcome: str) -> dict[str, object]:
     """What a request's end writes, whether through the ORM or one statement."""
     return {
         "status": status,
-        "outcome": outcome,
+        "outcome": clean_text(outcome),  # it may quote an agent's failure: anything
         "resolved_at": utcnow(),
         "claimed_by": None,
         "claim_expires_at": None,

@@ -118,10 +118,12 @@ def test_a_resume_that_ends_its_run_writes_both_ends_then_the_audit_in_one_commi
 def test_a_resume_that_fails_ends_the_request_and_its_run_in_one_commit(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Both quote the failure, which may hold anything (a NUL here, which PostgreSQL refuses
+    in text: the commit of both ends would fail, after every retry)."""
     run_id, action_id = paused_run(env)
 
     def unreachable(*_args: object, **_kwargs: object) -> None:
-        raise ConnectionError("the mail server is down")
+        raise ConnectionError("the mail server is down: \x00")
 
     monkeypatch.setattr(env.runtime, "invoke", unreachable)
     sent = _watch(env)
@@ -132,4 +134,5 @@ def test_a_resume_that_fails_ends_the_request_and_its_run_in_one_commit(
         run = RunRepository(s).get(run_id)
         assert run is not None and run.status == RunStatus.FAILED
         assert run.requests[0].status == "failed"
+        assert (run.requests[0].outcome or "").endswith("the mail server is down: \ufffd")
     assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
