@@ -23,8 +23,13 @@ from agent_runtime.claims import Claims
 from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
-from agent_runtime.recording import audit_text, drift, version_drift
-from agent_runtime.resume_records import record_tool_outcomes, resume_decisions, summary
+from agent_runtime.recording import drift, version_drift
+from agent_runtime.resume_records import (
+    audit_request_end,
+    record_tool_outcomes,
+    resume_decisions,
+    summary,
+)
 from agent_runtime.run_end import audit_run_end, end_run
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view, run_view
@@ -37,7 +42,7 @@ from agent_runtime.wire import (
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.models import ApprovalRequest
-from store.repositories import ApprovalRepository, AuditRepository
+from store.repositories import ApprovalRepository
 from store.statuses import RUNS_THE_TOOL, ActionOutcome, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -268,14 +273,7 @@ class Resumer:
             )
             if record is not None:
                 record(s)
-            AuditRepository(s).record(
-                _AUDITED.get(status, "resume_failed"),
-                outcome="info" if status in _AUDITED_OK else "error",
-                run_id=request.run_id,
-                request_id=request.id,
-                team_id=request.team_id,
-                reason=audit_text(self.policy, outcome, request.actions),
-            )
+            audit_request_end(s, request, status=status, outcome=outcome, policy=self.policy)
             closed_run = None
             if ended is not None and status == RequestStatus.INVALIDATED:
                 closed_run = run_view(ended)  # the request's own event says why
@@ -293,15 +291,6 @@ class Resumer:
         )
         self.announcer.show_card(view)
         return closed_run
-
-
-_AUDITED = {
-    RequestStatus.RESOLVED: "resumed",
-    RequestStatus.EXPIRED: "resumed",
-    RequestStatus.INVALIDATED: "invalidated",
-    RequestStatus.CANCELLED: "request_cancelled",
-}
-_AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED, RequestStatus.CANCELLED)
 
 
 def _cancelled(request: ApprovalRequest) -> bool:

@@ -1,6 +1,6 @@
 """What a resume sends the thread and what it records: each reviewed call's final decision as
-the thread's resume value, one audit event per call with what its tool returned, and the
-request's outcome in one line."""
+the thread's resume value, one audit event per call with what its tool returned, the
+request's outcome in one line, and the audit event of the request's end."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from sqlalchemy.orm import Session
 
 from agent_runtime.errors import InvalidDecisions
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO
+from agent_runtime.recording import POLICY_VETO, audit_text
 from agent_runtime.revisions import rejection_for_agent, revisions_left
 from agent_runtime.wire import ResumeDecision, tool_results
 from store.models import ApprovalRequest
 from store.repositories import AuditRepository
-from store.statuses import ActionOutcome
+from store.statuses import ActionOutcome, RequestStatus
 
 EXPIRED_MESSAGE = "approval expired"
 
@@ -79,3 +79,26 @@ def record_tool_outcomes(
 
 def summary(request: ApprovalRequest) -> str:
     return ", ".join(f"{a.tool_name}: {a.outcome}" for a in request.actions)
+
+
+_AUDITED = {
+    RequestStatus.RESOLVED: "resumed",
+    RequestStatus.EXPIRED: "resumed",
+    RequestStatus.INVALIDATED: "invalidated",
+    RequestStatus.CANCELLED: "request_cancelled",
+}
+_AUDITED_OK = (RequestStatus.RESOLVED, RequestStatus.EXPIRED, RequestStatus.CANCELLED)
+
+
+def audit_request_end(
+    s: Session, request: ApprovalRequest, *, status: RequestStatus, outcome: str, policy: Policy
+) -> None:
+    """The request's end as the audit keeps it: the outcome, without what the policy redacts."""
+    AuditRepository(s).record(
+        _AUDITED.get(status, "resume_failed"),
+        outcome="info" if status in _AUDITED_OK else "error",
+        run_id=request.run_id,
+        request_id=request.id,
+        team_id=request.team_id,
+        reason=audit_text(policy, outcome, request.actions),
+    )
