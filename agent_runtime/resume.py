@@ -116,9 +116,9 @@ class Resumer:
                     self.runtime.invoke(command, request.run_id)
                 elif before.next and not before.interrupts:
                     self.runtime.invoke(None, request.run_id)  # finish the interrupted step
-        except InvalidDecisions as exc:  # nothing will ever resume that interrupt
-            reason = f"The agent could not be resumed: {exc}"
-            return self._run_failed(request, outcome=f"not resumed: {exc}", reason=reason)
+        except InvalidDecisions as exc:
+            self._finish(request, status=RequestStatus.FAILED, outcome=f"not resumed: {exc}")
+            return NOTHING
         except Exception as exc:
             logger.exception("resume of %s failed", request_id)
             failure = f"{type(exc).__name__}: {exc}"

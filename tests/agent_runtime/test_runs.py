@@ -10,11 +10,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session
 
-from agent_runtime import resume
-from agent_runtime.errors import InvalidDecisions
 from agent_runtime.graph_runtime import close_checkpointer
-from store.maintenance import MaintenanceQueries
-from store.models import utcnow
 from store.repositories import RunRepository
 from store.statuses import RunStatus
 from tests.agent_runtime.engine_env import REVIEWER, Env, decide, make_env, paused_run
@@ -140,25 +136,3 @@ def test_a_resume_that_fails_ends_the_request_and_its_run_in_one_commit(
         assert run.requests[0].status == "failed"
         assert (run.requests[0].outcome or "").endswith("the mail server is down: \ufffd")
     assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
-
-
-def test_decisions_the_thread_cannot_take_fail_the_run_and_its_thread_is_told(
-    env: Env, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Nothing will ever resume that interrupt: a run left waiting would be found stalled at
-    every maintenance round, and its requester never told."""
-    run_id, action_id = paused_run(env)
-
-    def refused(*_args: object, **_kwargs: object) -> None:
-        raise InvalidDecisions("'respond' is not allowed for 'send_external_message'")
-
-    monkeypatch.setattr(resume, "build_resume", refused)
-    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
-    with env.db.transaction() as s:
-        run = RunRepository(s).get(run_id)
-        assert run is not None and run.status == RunStatus.FAILED
-        assert "not allowed" in (run.result_text or "")
-        assert run.requests[0].status == "failed"
-        assert MaintenanceQueries(s).stalled_runs(settled_before=utcnow()) == []
-    assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
-    assert env.workspace.effects() == []
