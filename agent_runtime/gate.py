@@ -30,7 +30,7 @@ from store.db import Database
 from store.executions import ExecutionRepository
 from store.models import Action
 from store.repositories import AuditRepository, RunRepository
-from store.statuses import RequestStatus, RunStatus
+from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 from store.switch import SwitchRepository
 
 logger = logging.getLogger(__name__)
@@ -178,15 +178,18 @@ class EffectGate:
         if run_id is None:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
         with self.db.transaction() as s:
-            # Shared lock on the run's row: a cancel commits before this check or waits for
-            # this grant; a cancelled run's approvals are never spent, not even by a replay.
-            cancelled = RunRepository(s).status(run_id, hold=True) == RunStatus.CANCELLED
+            # Shared lock on the run's row: a cancel (or an end) commits before this check or
+            # waits for this grant; an ended run's approvals are never spent, not even by a
+            # replay: its thread was told it stopped, whatever approval of it is still open.
+            run_status = RunRepository(s).status(run_id, hold=True)
+            cancelled = run_status == RunStatus.CANCELLED
+            ended = run_status in FINISHED_RUN
             # The same for the kill switch: a pause commits before this check or after it.
             switch = SwitchRepository(s).state(hold=True)
             repo = ExecutionRepository(s)
             for action, done in (
                 ()
-                if cancelled
+                if ended
                 else repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
             ):
                 if action.bound_hash != _hash(action, tool_name, args):
@@ -196,7 +199,7 @@ class EffectGate:
                 resuming = action.request.status == RequestStatus.RESUMING
                 if resuming and not switch.paused and self._drift(action) is None:
                     return Grant(action.id, done.idempotency_key, None)  # a replay cut short
-            blocked = cancelled or switch.paused
+            blocked = ended or switch.paused
             candidates = [] if blocked else repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
@@ -204,12 +207,16 @@ class EffectGate:
             for action in (a for a in current if self._drift(a) is None):
                 if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
                     return Grant(action.id, _key(action), None)
-        if switch.paused and not cancelled:
+        if cancelled:
+            reason = "its run was cancelled"
+        elif ended:
+            reason = "its run has already ended"
+        elif switch.paused:
             reason = paused_reason(switch)
-        elif drifted and not cancelled:
+        elif drifted:
             reason = f"its approval no longer holds: {drifted[0]}"
         else:
-            reason = "its run was cancelled" if cancelled else _why(candidates, matching, current)
+            reason = _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
 
     def _refuse(

@@ -35,7 +35,7 @@ from agent_runtime.wire import (
 from store.db import Database
 from store.models import Action, ApprovalRequest, Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
-from store.statuses import RequestStatus, RunStatus
+from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class RunLifecycle:
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             run = RunRepository(s).get(run_id)
-            if run is None or run.status == RunStatus.CANCELLED:
+            if run is None or run.status in FINISHED_RUN:  # ended: nothing more of it is open
                 return None
             if repo.by_interrupt(run_id, pending.interrupt_id):
                 return None

@@ -19,7 +19,7 @@ from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
 from store.audit_models import AuditEvent
-from store.models import Action, ActionExecution, ApprovalRequest
+from store.models import Action, ActionExecution, ApprovalRequest, Run
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
 
@@ -422,3 +422,25 @@ def test_spending_an_approval_and_keeping_its_result_take_one_statement_each(
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+@pytest.mark.parametrize("status", ["failed", "completed"])
+def test_a_run_that_has_ended_spends_no_approval(env, status):
+    """A run whose thread was told it stopped (a failed resume) or finished runs no more
+    effects, whatever approval of it is still open and approved later."""
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    with env.db.transaction() as s:
+        s.get(Run, run_id).status = status
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match="its run has already ended"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+            tool_call_id="c1",
+        )
+    assert ran == []
+    with env.db.transaction() as s:
+        assert s.scalars(select(ActionExecution)).all() == []

@@ -13,7 +13,15 @@ from sqlalchemy.orm import ORMExecuteState, Session
 from agent_runtime.graph_runtime import close_checkpointer
 from store.repositories import RunRepository
 from store.statuses import RunStatus
-from tests.agent_runtime.engine_env import REVIEWER, Env, decide, make_env, paused_run
+from tests.agent_runtime.engine_env import (
+    REQUESTER,
+    REVIEWER,
+    SEND,
+    Env,
+    decide,
+    make_env,
+    paused_run,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -136,3 +144,20 @@ def test_a_resume_that_fails_ends_the_request_and_its_run_in_one_commit(
         assert run.requests[0].status == "failed"
         assert (run.requests[0].outcome or "").endswith("the mail server is down: \ufffd")
     assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
+
+
+def test_a_run_that_ended_records_no_new_approval_and_stays_ended(env: Env) -> None:
+    """A stop recorded after the run ended (e.g. a resume of one of its interrupts failed it
+    while the same stop lists another) must not put it back to waiting: its approvals would
+    be spendable again, and its thread was told it stopped."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    with env.db.transaction() as s:
+        found = RunRepository(s).get(run.id)
+        assert found is not None
+        RunRepository(s).set_status(found, RunStatus.FAILED, result_text="stopped")
+    env.engine.execute_run(run.id)
+    with env.db.transaction() as s:
+        found = RunRepository(s).get(run.id)
+        assert found is not None
+        assert (found.status, found.requests) == (RunStatus.FAILED, [])
+    assert env.notes.requested == []
