@@ -179,17 +179,20 @@ class EffectGate:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
         with self.db.transaction() as s:
             # Shared lock on the run's row: a cancel (or an end) commits before this check or
-            # waits for this grant; an ended run's approvals are never spent, not even by a
-            # replay: its thread was told it stopped, whatever approval of it is still open.
+            # waits for this grant. An ended run's thread was told it stopped: none of its
+            # approvals is spent any more, whatever is still open; a call that ran before the
+            # end still gets its result back (what ran is told, never denied). A cancelled
+            # run's approvals are not even replayed.
             run_status = RunRepository(s).status(run_id, hold=True)
             cancelled = run_status == RunStatus.CANCELLED
             ended = run_status in FINISHED_RUN
             # The same for the kill switch: a pause commits before this check or after it.
             switch = SwitchRepository(s).state(hold=True)
+            blocked = ended or switch.paused
             repo = ExecutionRepository(s)
             for action, done in (
                 ()
-                if ended
+                if cancelled
                 else repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
             ):
                 if action.bound_hash != _hash(action, tool_name, args):
@@ -197,9 +200,8 @@ class EffectGate:
                 if done.result is not None:
                     return Grant(action.id, done.idempotency_key, done.result)  # a replay
                 resuming = action.request.status == RequestStatus.RESUMING
-                if resuming and not switch.paused and self._drift(action) is None:
+                if resuming and not blocked and self._drift(action) is None:
                     return Grant(action.id, done.idempotency_key, None)  # a replay cut short
-            blocked = ended or switch.paused
             candidates = [] if blocked else repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]

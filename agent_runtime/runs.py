@@ -134,7 +134,8 @@ class RunLifecycle:
         refused by policy) is claimed and yielded for the caller to resume before the next
         interrupt is recorded, so no claim waits unrenewed. Iterate it to the end."""
         # A cancelled run records nothing more, and nothing of it is resumed; its thread is
-        # not even read. Given the state, a run that ended is checked once, by ``_finish``.
+        # not even read. Given the state, a run that ended is checked by ``_finish``, or by
+        # ``_record_interrupt``, which records nothing for it.
         checked = state is None
         if checked and self._cancelled(run_id):
             return
@@ -169,7 +170,8 @@ class RunLifecycle:
         messages = state.values.get("messages", [])
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
-            run = RunRepository(s).get(run_id)
+            # Locked: an end written meanwhile (an invalidation takes no thread lock) is seen.
+            run = RunRepository(s).get(run_id, for_update=True)
             if run is None or run.status in FINISHED_RUN:  # ended: nothing more of it is open
                 return None
             if repo.by_interrupt(run_id, pending.interrupt_id):

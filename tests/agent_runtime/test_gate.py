@@ -444,3 +444,26 @@ def test_a_run_that_has_ended_spends_no_approval(env, status):
     assert ran == []
     with env.db.transaction() as s:
         assert s.scalars(select(ActionExecution)).all() == []
+
+
+def test_a_call_that_ran_before_its_run_ended_gets_its_result_back_not_a_refusal(env):
+    """What ran is told, never denied: a node run again after its run ended (a sibling's
+    failure, say) replays the call's stored result; only new effects are refused."""
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    calls: list[int] = []
+
+    def call() -> str:
+        return env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: calls.append(1) or "sent",
+            tool_call_id="c1",
+        )
+
+    assert call() == "sent"
+    with env.db.transaction() as s:
+        s.get(Run, run_id).status = "failed"
+    assert (call(), calls) == ("sent", [1])
+    assert blocked(env) == []
