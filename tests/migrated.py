@@ -6,6 +6,8 @@ stores. The copies' audit logs are unkeyed, so a bot started on one with AUDIT_K
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sqlite3
 import tempfile
 import uuid
@@ -21,7 +23,9 @@ _migrated: list[Path] = []
 
 def _template() -> Path:
     if not _migrated:
-        path = Path(tempfile.mkdtemp(prefix="approval-migrated-")) / "template.db"
+        folder = tempfile.mkdtemp(prefix="approval-migrated-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # one per test process
+        path = Path(folder) / "template.db"
         db = Database(f"sqlite:///{path}")
         upgrade(db.engine)
         db.dispose()
