@@ -28,6 +28,8 @@ class Refusal(enum.StrEnum):
     MEMBERSHIP_UNCONFIRMED = "membership_unconfirmed"
     POLICY_CHANGED = "policy_changed"
     RUN_CANCELLED = "run_cancelled"
+    REQUEST_CLOSED = "request_closed"
+    """Closed without being resumed (e.g. its run ended, or the policy changed)."""
     EXECUTION_PAUSED = "execution_paused"
 
 
@@ -90,6 +92,8 @@ def check_decision(
         return Refusal.OTHER_WORKSPACE
     if facts.request_status == RequestStatus.CANCELLED:
         return Refusal.RUN_CANCELLED
+    if facts.request_status == RequestStatus.INVALIDATED:
+        return Refusal.REQUEST_CLOSED
     if facts.request_status != RequestStatus.PENDING or facts.outcome is not None:
         return Refusal.ALREADY_DECIDED
     if now >= facts.expires_at:

@@ -23,7 +23,7 @@ from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import SweepResult
-from agent_runtime.views import RunView
+from agent_runtime.views import ApprovalView, RunView
 from store.db import Database
 from store.models import ApprovalRequest, utcnow
 from store.repositories import ApprovalRepository
@@ -238,15 +238,8 @@ class ApprovalEngine(FacadeReads):
         result = self.decisions.record(action_id=action_id, attempt=attempt)
         current = result.current
         if result.refusal is Refusal.POLICY_CHANGED and current is not None:
-            self.resumer.invalidate(
-                current.id,
-                reason=(
-                    f"the approval policy changed from {current.policy_version} to "
-                    f"{self.policy_version} since the card was posted; ask again to review "
-                    "it under the current policy"
-                ),
-            )
-        redraw = (Refusal.STALE_VERSION, Refusal.RUN_CANCELLED)
+            self._invalidate_for_policy(current)
+        redraw = (Refusal.STALE_VERSION, Refusal.RUN_CANCELLED, Refusal.REQUEST_CLOSED)
         if result.refusal in redraw and current is not None:
             # e.g. a card drawn before versions were on buttons, or redrawn by a late update
             self.announcer.show_card(current)
@@ -265,6 +258,20 @@ class ApprovalEngine(FacadeReads):
                     result.approval.id, action_ids=result.progressed, after=actor.user_id
                 )
         return result
+
+    def _invalidate_for_policy(self, current: ApprovalView) -> None:
+        """Close a card decided under an older policy, and its run with it: under the run's
+        lock, as every end of a run (no stop is recorded meanwhile). A run working past the
+        wait keeps the card open: the click was refused all the same, and the next one, or
+        its expiry, closes it."""
+        with self.locks.hold_within(current.run.id, CANCEL_WAIT_SECONDS) as held:
+            if held:
+                reason = (
+                    f"the approval policy changed from {current.policy_version} to "
+                    f"{self.policy_version} since the card was posted; ask again to review it "
+                    "under the current policy"
+                )
+                self.resumer.invalidate(current.id, reason=reason)
 
     def ping_reviewers(self, request_id: str, *, action_ids: tuple[str, ...], after: str) -> None:
         """Tell who can still sign off these actions that ``after`` just did."""

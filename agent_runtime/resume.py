@@ -16,34 +16,28 @@ from dataclasses import dataclass, replace
 from langgraph.types import StateSnapshot
 from sqlalchemy.orm import Session
 
-from agent_runtime import evidence
+from agent_runtime import evidence, resume_checks
 from agent_runtime.announcer import Announcer
 from agent_runtime.cancel import CANCELLED_OUTCOME
 from agent_runtime.claims import Claims
-from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
+from agent_runtime.errors import InvalidDecisions
 from agent_runtime.faults import fault_point
 from agent_runtime.policy import Policy
-from agent_runtime.recording import drift, version_drift
 from agent_runtime.resume_records import (
     audit_request_end,
     record_tool_outcomes,
     resume_decisions,
     summary,
 )
-from agent_runtime.run_end import audit_run_end, end_run
+from agent_runtime.run_end import Told, audit_run_end, end_run
 from agent_runtime.runtime import AgentRuntime
-from agent_runtime.views import RunView, approval_view, run_view
-from agent_runtime.wire import (
-    PendingInterrupt,
-    build_resume,
-    final_text,
-    pending_interrupts,
-)
+from agent_runtime.views import RunView, approval_view
+from agent_runtime.wire import build_resume, final_text
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.models import ApprovalRequest
 from store.repositories import ApprovalRepository
-from store.statuses import RUNS_THE_TOOL, ActionOutcome, RequestStatus, RunStatus
+from store.statuses import FINISHED_RUN, ActionOutcome, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +46,7 @@ logger = logging.getLogger(__name__)
 class Resumed:
     """What a resume left for its caller: the thread's state to record (new interrupts), or
     the run it ended with the request (to tell its thread; ``run_failed`` says why, if it
-    failed), or nothing (not ours, or closed, or its run ended by a cancel)."""
+    failed), or nothing (not ours, or closed, or its run had already ended)."""
 
     after: StateSnapshot | None = None
     ended: RunView | None = None
@@ -60,6 +54,7 @@ class Resumed:
 
 
 NOTHING = Resumed()
+RUN_ENDED_OUTCOME = "its run has already ended"
 
 
 class Resumer:
@@ -105,10 +100,15 @@ class Resumer:
             return NOTHING
         fault_point("after_claim")
         before = self.runtime.state(request.run_id)
-        problem, pending = self._problem(request, before, recovering=recovering)
+        if request.run.status in FINISHED_RUN:
+            return self._after_its_run_ended(request, before)
+        catalog = self.runtime.catalog
+        problem, pending = resume_checks.problem(
+            request, before, recovering=recovering, db=self.db, policy=self.policy, catalog=catalog
+        )
         if problem is not None:
-            self._finish(request, status=RequestStatus.INVALIDATED, outcome=problem)
-            return NOTHING
+            closed = self._finish(request, status=RequestStatus.INVALIDATED, outcome=problem)
+            return NOTHING if closed is None else Resumed(ended=closed, run_failed=problem)
         try:
             with self.claims.kept(request_id):
                 if pending is not None:
@@ -116,9 +116,9 @@ class Resumer:
                     self.runtime.invoke(command, request.run_id)
                 elif before.next and not before.interrupts:
                     self.runtime.invoke(None, request.run_id)  # finish the interrupted step
-        except InvalidDecisions as exc:
-            self._finish(request, status=RequestStatus.FAILED, outcome=f"not resumed: {exc}")
-            return NOTHING
+        except InvalidDecisions as exc:  # nothing will ever resume that interrupt
+            reason = f"The agent could not be resumed: {exc}"
+            return self._run_failed(request, outcome=f"not resumed: {exc}", reason=reason)
         except Exception as exc:
             logger.exception("resume of %s failed", request_id)
             failure = f"{type(exc).__name__}: {exc}"
@@ -177,32 +177,26 @@ class Resumer:
         with self.db.transaction() as s:
             return ApprovalRepository(s).get(request_id)
 
-    def _problem(
-        self, request: ApprovalRequest, before: StateSnapshot, *, recovering: bool
-    ) -> tuple[str | None, PendingInterrupt | None]:
-        """Why this request must not be resumed (if so), and the interrupt it answers."""
-        if before.created_at is None:  # no checkpoint at all: never start the thread afresh
-            return "the run's thread is gone", None
-        try:
-            pending = _pending(before, request)
-        except UnsupportedInterrupt as exc:
-            return f"unreadable interrupt: {exc}", None
-        if pending is None:
-            if recovering or evidence.spent(self.db, request):
-                return None, None  # resumed by someone: the evidence says what ran
-            return "the run is no longer waiting for this approval", None
-        problem = drift(request, pending, self.runtime.catalog.normalize_or_raw)
-        approves = any(a.outcome in RUNS_THE_TOOL for a in request.actions)
-        # Rejections (and expiry) still go through: refusing under any version runs nothing.
-        if problem is None and approves and request.policy_version != self.policy.version:
-            problem = f"the approval policy changed since it was decided ({request.policy_version})"
-        if problem is None and approves:
-            problem = version_drift(
-                request,
-                environment=self.policy.environment,
-                versions=self.runtime.catalog.versions,
-            )
-        return problem, pending
+    def _after_its_run_ended(self, request: ApprovalRequest, state: StateSnapshot) -> Resumed:
+        """Its run ended (e.g. another approval's resume failed it) before this was resumed:
+        the thread is never moved again. If a call of it already spent an approval (a process
+        died resuming it), the evidence says what ran: told, never denied."""
+        if not evidence.spent(self.db, request):
+            self._finish(request, status=RequestStatus.INVALIDATED, outcome=RUN_ENDED_OUTCOME)
+            return NOTHING
+        found = evidence.gaps(self.db, request, state=state)
+
+        def record(s: Session) -> None:
+            record_tool_outcomes(s, request, state, policy=self.policy)
+            evidence.record(s, request, found=found)
+
+        self._finish(
+            request,
+            status=RequestStatus.FAILED if found else RequestStatus.RESOLVED,
+            outcome=evidence.describe(found) if found else summary(request),
+            record=record,
+        )
+        return NOTHING
 
     def _unconfirmed(
         self, request: ApprovalRequest, *, state: StateSnapshot, found: list[evidence.Gap]
@@ -232,7 +226,7 @@ class Resumer:
     def invalidate(self, request_id: str, *, reason: str) -> None:
         """Close a pending request without resuming it (e.g. the policy changed): the card
         says so and the run's thread is told. One caller wins the claim; the others do
-        nothing."""
+        nothing. The caller holds the run's thread lock, as for every end of a run."""
         with self.db.transaction() as s:
             if not self.claims.claim(s, request_id):
                 return
@@ -256,8 +250,8 @@ class Resumer:
         ``request``: as read at or after its claim; its actions and decisions no longer
         change, so it is not read again: the card is drawn from it, where the row says the
         card is now. ``record``: more to write in the same commit. Returns the run it ended,
-        if any, for the caller to tell its thread (an invalidation found by a resume leaves
-        that to ``Announcer.post_missing_results``, as another interrupt may still be open)."""
+        if any, for the caller to tell its thread; the run's other pending approvals, closed
+        with its end, have their cards drawn here."""
         if status == RequestStatus.INVALIDATED:
             run_end = (RunStatus.FAILED, outcome)  # closed unresumed: its run ends with it
         with self.db.transaction() as s:
@@ -274,12 +268,12 @@ class Resumer:
             if record is not None:
                 record(s)
             audit_request_end(s, request, status=status, outcome=outcome, policy=self.policy)
-            closed_run = None
-            if ended is not None and status == RequestStatus.INVALIDATED:
-                closed_run = run_view(ended)  # the request's own event says why
-            elif ended is not None:
-                closed_run = audit_run_end(s, ended, policy=self.policy)
+            told: Told | None = None
+            if ended is not None:  # an invalidation's own event says why its run ended
+                run_event = status != RequestStatus.INVALIDATED
+                told = audit_run_end(s, ended, policy=self.policy, with_run_event=run_event)
         fault_point("before_card_update")
+        closed_run = told.run if told is not None else None
         drawn = approval_view(request)
         view = replace(
             drawn,
@@ -290,15 +284,10 @@ class Resumer:
             run=closed_run if closed_run is not None else drawn.run,
         )
         self.announcer.show_card(view)
+        for card in told.cards if told is not None else ():
+            self.announcer.show_card(card)
         return closed_run
 
 
 def _cancelled(request: ApprovalRequest) -> bool:
     return request.status == RequestStatus.CANCELLED or request.run.status == RunStatus.CANCELLED
-
-
-def _pending(state: StateSnapshot, request: ApprovalRequest) -> PendingInterrupt | None:
-    return next(
-        (p for p in pending_interrupts(state.interrupts) if p.interrupt_id == request.interrupt_id),
-        None,
-    )

@@ -22,7 +22,7 @@ from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, build_request
-from agent_runtime.run_end import record_run_end
+from agent_runtime.run_end import Told, fail_at_stop, lock_pending, record_run_end
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
@@ -35,7 +35,7 @@ from agent_runtime.wire import (
 from store.db import Database
 from store.models import Action, ApprovalRequest, Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
-from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
+from store.statuses import FINISHED_RUN, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class RunLifecycle:
             if recorded is None:
                 continue
             if recorded.stopped is not None:
-                self.announcer.run_finished(recorded.stopped)
+                self._tell(recorded.stopped)
                 return
             if recorded.decided:
                 yield recorded.request_id
@@ -170,7 +170,8 @@ class RunLifecycle:
         messages = state.values.get("messages", [])
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
-            # Locked: an end written meanwhile (an invalidation takes no thread lock) is seen.
+            # Locked: an end written meanwhile by a caller without the thread lock is seen, and
+            # a stop never reopens an ended run.
             run = RunRepository(s).get(run_id, for_update=True)
             if run is None or run.status in FINISHED_RUN:  # ended: nothing more of it is open
                 return None
@@ -191,6 +192,7 @@ class RunLifecycle:
             for action in actions:
                 self.roles.remember(action.id, action.approver_roles)
             RunRepository(s).set_status(run, RunStatus.WAITING)
+            stopping = self._refused_too_often(s, request, actions)  # before the audit chain
             AuditRepository(s).record(
                 "interrupt_recorded",
                 run_id=run_id,
@@ -201,34 +203,35 @@ class RunLifecycle:
                     "actions": _audited(actions, self.policy),
                 },
             )
-            if any(POLICY_VETO in (a.extra or {}) for a in actions):
-                stopped = self._stop_if_refused_too_often(s, run, request)
-                if stopped is not None:
-                    return _Recorded(request.id, decided=False, stopped=stopped)
+            if stopping is not None:
+                reason = (
+                    "Stopped: the agent kept proposing calls the approval policy refuses ("
+                    f"{stopping.refused} times in a row). None of them ran."
+                )
+                stopped = fail_at_stop(s, run, request, reason=reason, others=stopping.others)
+                return _Recorded(request.id, decided=False, stopped=stopped)
             # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
             decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
             return _Recorded(request.id, decided=decided)
 
-    def _stop_if_refused_too_often(
-        self, s: Session, run: Run, request: ApprovalRequest
-    ) -> RunView | None:
+    def _refused_too_often(
+        self, s: Session, request: ApprovalRequest, actions: list[Action]
+    ) -> _Stopping | None:
         """Past ``max_policy_refusals`` proposals in a row with a call the policy refused
-        (however many calls each), the request is closed unresumed and the run failed: each
-        refusal is answered at once, so an agent that keeps proposing such calls would loop
-        for ever. The run that was stopped, if so."""
-        refused = ApprovalRepository(s).refused_in_a_row(run.id, marked=POLICY_VETO)
+        (however many calls each), the run is stopped: each refusal is answered at once, so
+        an agent that keeps proposing such calls would loop for ever. If so, its other
+        pending approvals are locked now, to be closed with it.
+
+        Their rows are locked after the run's, against the usual order, but before the audit
+        chain: every other end of a run holds its thread lock too, and a decision, which
+        locks one of them, locks no run row."""
+        if not any(POLICY_VETO in (a.extra or {}) for a in actions):
+            return None
+        refused = ApprovalRepository(s).refused_in_a_row(request.run_id, marked=POLICY_VETO)
         if refused <= self.policy.defaults.max_policy_refusals:
             return None
-        reason = (
-            "Stopped: the agent kept proposing calls the approval policy refuses ("
-            f"{refused} times in a row). None of them ran."
-        )
-        ApprovalRepository(s).finish(request, status=RequestStatus.INVALIDATED, outcome=reason)
-        RunRepository(s).set_status(run, RunStatus.FAILED, result_text=reason)
-        AuditRepository(s).record(
-            "run_failed", outcome="error", run_id=run.id, team_id=run.team_id, reason=reason
-        )
-        return run_view(run)
+        others = [r for r in lock_pending(s, request.run_id) if r.id != request.id]
+        return _Stopping(refused, others)
 
     def _cancelled(self, run_id: str) -> bool:
         with self.db.transaction() as s:
@@ -239,12 +242,18 @@ class RunLifecycle:
         self._finish(run_id, RunStatus.FAILED, reason)
 
     def _finish(self, run_id: str, status: RunStatus, text: str) -> None:
-        """Record the run's end, unless a cancel ended it (its thread was told so), then tell
-        the thread."""
+        """Record the run's end, unless it had already ended (its thread was told that), then
+        draw the cards it closed and tell the thread."""
         with self.db.transaction() as s:
-            view = record_run_end(s, run_id, status=status, text=text, policy=self.policy)
-        if view is not None:
-            self.announcer.run_finished(view)
+            told = record_run_end(s, run_id, status=status, text=text, policy=self.policy)
+        if told is not None:
+            self._tell(told)
+
+    def _tell(self, told: Told) -> None:
+        """The cards a run's end closed, then its thread."""
+        for card in told.cards:
+            self.announcer.show_card(card)
+        self.announcer.run_finished(told.run)
 
 
 def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
@@ -273,5 +282,13 @@ class _Recorded:
     request_id: str
     decided: bool
     """Nothing left for people to decide, and claimed by this process: resume it now."""
-    stopped: RunView | None = None
+    stopped: Told | None = None
     """The run stopped instead (too many calls refused by the policy): tell its thread."""
+
+
+@dataclass(frozen=True)
+class _Stopping:
+    refused: int
+    """Proposals refused by the policy in a row."""
+    others: list[ApprovalRequest]
+    """The run's other pending approvals, their rows locked."""

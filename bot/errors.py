@@ -42,6 +42,10 @@ REFUSALS: dict[Refusal, str] = {
         "This run was cancelled, so its approvals are closed and nothing was recorded. "
         "Nothing of it will run."
     ),
+    Refusal.REQUEST_CLOSED: (
+        "This approval was closed without running anything (its card says why), so nothing "
+        "was recorded."
+    ),
     Refusal.EXECUTION_PAUSED: (
         "An admin has paused all gated actions, so nothing can be approved right now and your "
         "decision was not recorded. Approve again once they resume (a reject is still recorded)."

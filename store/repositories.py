@@ -192,18 +192,26 @@ class ApprovalRepository:
             in_a_row += 1
         return in_a_row
 
-    def open_for_run(self, run_id: str, *, for_update: bool = False) -> list[ApprovalRequest]:
+    def open_for_run(
+        self,
+        run_id: str,
+        *,
+        for_update: bool = False,
+        statuses: tuple[RequestStatus, ...] = OPEN_REQUEST,
+    ) -> list[ApprovalRequest]:
         """``for_update``: lock their rows (in id order, so two lockers never deadlock) and
-        read them fresh; a row that left the open statuses while we waited is skipped."""
+        read them fresh; a row that left ``statuses`` while we waited is skipped."""
         stmt = select(ApprovalRequest).where(
             ApprovalRequest.run_id == run_id,
-            ApprovalRequest.status.in_(OPEN_REQUEST),
+            ApprovalRequest.status.in_(statuses),
         )
         if for_update:
             stmt = (
                 stmt.order_by(ApprovalRequest.id)
                 .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
-                .with_for_update(of=ApprovalRequest)
+                # FOR NO KEY UPDATE: a status is no key; a digest's items referencing these
+                # rows (a key share lock each, taken in another order) are not waited on.
+                .with_for_update(of=ApprovalRequest, key_share=True)
                 .execution_options(populate_existing=True)
             )
         return list(self.session.scalars(stmt))

@@ -11,15 +11,16 @@ from store.audit_log import clean_text
 from store.db import affected
 from store.models import Run, utcnow
 from store.pending_reads import RunRecord
-from store.statuses import RunStatus
+from store.statuses import UNFINISHED_RUN
 
 _FINISH = (
     update(Run)
-    .where(Run.id == bindparam("finished_run"), Run.status != RunStatus.CANCELLED)
+    .where(Run.id == bindparam("finished_run"), Run.status.in_(UNFINISHED_RUN))
     .values(status=bindparam("end"), result_text=bindparam("text"), updated_at=bindparam("at"))
     .returning(*(getattr(Run, f.name) for f in fields(RunRecord)))
 )
-"""Built once: every approval that ends a run sends it."""
+"""Built once: every approval that ends a run sends it. A run ends once: the first end
+written stands (completed, failed or cancelled), and its thread is told only that one."""
 
 
 class RunRepository:
@@ -64,8 +65,8 @@ class RunRepository:
     def finish(self, run_id: str, *, status: str, result_text: str) -> RunRecord | None:
         """Record a run's end in one Core statement, which reads nothing first and takes the
         row's lock; the run as it is now (what its thread is told), or None if it is gone or
-        a cancel ended it first (cancelled stays cancelled). Lock order: any of its request
-        rows before this, the audit chain after."""
+        already ended (by a cancel, or another end: the first stands). Lock order: any of its
+        request rows before this, the audit chain after."""
         text = clean_text(result_text)  # an agent's text may hold what PostgreSQL refuses
         values = {"finished_run": run_id, "end": status, "text": text, "at": utcnow()}
         row = self.session.connection().execute(_FINISH, values).one_or_none()

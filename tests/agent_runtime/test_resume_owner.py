@@ -23,6 +23,8 @@ from store.repositories import ApprovalRepository, RunRepository
 from store.statuses import ActionOutcome, RequestStatus, RunStatus
 from tests.agent_runtime.rows import seed_request, sqlite_store
 
+NOT_WAITING = "the run is no longer waiting for this approval"
+
 
 @dataclass
 class FakeThread:
@@ -84,10 +86,10 @@ def statuses(db, seeded):  # type: ignore[no-untyped-def]
 def test_a_thread_with_no_checkpoint_is_never_started_afresh(tmp_path):
     thread = FakeThread(created=False)
     db, seeded, resumer, told = resumer_on(tmp_path, thread)
-    assert resumer.resume(seeded.request_id) == NOTHING
+    assert resumer.resume(seeded.request_id).run_failed == "the run's thread is gone"
     assert thread.invoked == []
     assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.FAILED)
-    assert told.results == [], "another interrupt of the run may still finish it"
+    assert told.results == [], "its caller tells the thread"
 
 
 def test_an_invalidated_request_tells_its_thread_at_once(tmp_path):
@@ -106,7 +108,7 @@ def test_an_invalidated_request_tells_its_thread_at_once(tmp_path):
 def test_a_thread_no_longer_waiting_is_not_resumed(tmp_path):
     thread = FakeThread()
     db, seeded, resumer, _told = resumer_on(tmp_path, thread)
-    assert resumer.resume(seeded.request_id) == NOTHING
+    assert resumer.resume(seeded.request_id).run_failed == NOT_WAITING
     assert thread.invoked == []
     assert statuses(db, seeded)[0] == RequestStatus.INVALIDATED
 
@@ -153,7 +155,7 @@ def test_an_unchanged_claim_is_resumed_from_the_decision_read(tmp_path):
     thread = FakeThread()
     db, seeded, resumer, _told = resumer_on(tmp_path, thread)
     claimed = _as_claimed(db, seeded)
-    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    assert resumer.resume(seeded.request_id, claimed=claimed).run_failed == NOT_WAITING
     assert statuses(db, seeded)[0] == RequestStatus.INVALIDATED
 
 
@@ -169,11 +171,12 @@ def test_the_outcome_is_written_by_the_statement_that_locks_it_without_reading_i
     claimed = _as_claimed(db, seeded)
     sent: list[str] = []
     event.listen(db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
-    assert resumer.resume(seeded.request_id, claimed=claimed) == NOTHING
+    assert resumer.resume(seeded.request_id, claimed=claimed).run_failed == NOT_WAITING
     touching = [q.split()[0] for q in sent if "approval_requests" in q.split("WHERE")[0]]
     writes = [q for q in sent if q.startswith("UPDATE approval_requests SET status")]
     assert len(writes) == 1 and "RETURNING" in writes[0], writes
-    assert touching == ["SELECT", "UPDATE", "UPDATE"], sent  # claim re-read, end, card shown
+    # claim re-read, end, the run's other pending approvals locked (none), card shown
+    assert touching == ["SELECT", "UPDATE", "SELECT", "UPDATE"], sent
     assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.FAILED)
     assert [c.status for c in told.cards] == [RequestStatus.INVALIDATED]
 
