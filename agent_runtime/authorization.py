@@ -78,6 +78,17 @@ def is_eligible(
     return Refusal.NOT_AN_APPROVER
 
 
+def closed_refusal(request_status: str) -> Refusal | None:
+    """Why nothing more can be decided on a request in this status (None: it is pending)."""
+    if request_status == RequestStatus.CANCELLED:
+        return Refusal.RUN_CANCELLED
+    if request_status == RequestStatus.INVALIDATED:
+        return Refusal.REQUEST_CLOSED
+    if request_status != RequestStatus.PENDING:
+        return Refusal.ALREADY_DECIDED
+    return None
+
+
 def check_decision(
     policy: Policy,
     facts: ActionFacts,
@@ -90,11 +101,10 @@ def check_decision(
     """Every rule a click must pass, in the order a reviewer would want to be told."""
     if facts.team_id and actor.team_id and facts.team_id != actor.team_id:
         return Refusal.OTHER_WORKSPACE
-    if facts.request_status == RequestStatus.CANCELLED:
-        return Refusal.RUN_CANCELLED
-    if facts.request_status == RequestStatus.INVALIDATED:
-        return Refusal.REQUEST_CLOSED
-    if facts.request_status != RequestStatus.PENDING or facts.outcome is not None:
+    closed = closed_refusal(facts.request_status)
+    if closed is not None:
+        return closed
+    if facts.outcome is not None:
         return Refusal.ALREADY_DECIDED
     if now >= facts.expires_at:
         return Refusal.EXPIRED

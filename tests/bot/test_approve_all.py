@@ -5,12 +5,14 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from agent_runtime.authorization import Refusal
+from agent_runtime.run_end import CLOSED_WITH_RUN
 from bot.errors import REFUSALS
 from bot.ids import ActionId, choice_value
 from bot.sandbox import people
 from bot.sandbox.driver import Button
 from store.audit_models import AuditEvent
 from store.models import Decision
+from store.repositories import ApprovalRepository
 from tests.bot.flows import DELETE, SEND, button, ephemeral_for, start_run
 from tests.conftest import Harness
 
@@ -79,3 +81,22 @@ def test_each_approve_all_click_is_one_attempt_in_the_audit(serve_bot, sqlite_ur
             (ActionId.APPROVE_ALL, "approve", True),
             (ActionId.APPROVE_ALL, "approve_all", False),
         ]
+
+
+def test_approve_all_on_a_card_closed_since_it_was_drawn_says_why(serve_bot, sqlite_url):
+    """Its run ended (here: the request closed unresumed) while the card still showed its
+    buttons: the reviewer is told it was closed, not that the card changed."""
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, f"{SEND}\n{DELETE}")
+    request_id = button(card, APPROVE_ALL).value.split(":")[0]
+    with h.bot.db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status="invalidated", outcome=CLOSED_WITH_RUN)
+
+    h.driver.click(user=people.SECURITY, message=card, button=button(card, APPROVE_ALL))
+
+    assert ephemeral_for(h, people.SECURITY) == REFUSALS[Refusal.REQUEST_CLOSED]
+    assert refused_approve_all(h) == [(people.SECURITY, request_id, Refusal.REQUEST_CLOSED.value)]
+    with h.bot.db.transaction() as s:
+        assert s.scalars(select(Decision)).all() == []

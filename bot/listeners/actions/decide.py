@@ -9,7 +9,7 @@ from typing import Any
 
 from slack_bolt import Ack, BoltContext
 
-from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.authorization import Actor, Refusal, closed_refusal
 from agent_runtime.notifier import MessageRef
 from agent_runtime.views import ActionView, ApprovalView, versions_digest
 from bot.blocks.approval_card import shown_on_card
@@ -133,6 +133,8 @@ def approve_all(services: BotServices, work: Work, *, attempt_key: str | None) -
     refusal: Refusal | None = None
     if approval is None:
         refusal = Refusal.UNKNOWN_APPROVAL
+    elif (closed := closed_refusal(approval.status)) is not None:  # closed since it was drawn
+        refusal = closed
     elif unseen or work.seen != _digest(approval, approvable, earlier):
         refusal = Refusal.STALE_VERSION
     if refusal is not None and earlier:
