@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from agent_runtime.announcer import Announcer
 from agent_runtime.claims import Claims
+from agent_runtime.run_end import close_left_open
 from agent_runtime.sweeper import Sweeper, SweepResult
 from store.db import Database
 from store.locks import ThreadLocks
@@ -27,6 +28,8 @@ class ReconcileResult:
     cards_posted: int = 0
     digests: int = 0
     """Digests posted again (after a lost answer) or redrawn."""
+    closed: int = 0
+    """Approvals closed because their run had ended without closing them."""
 
 
 class Background:
@@ -87,7 +90,22 @@ class Background:
                 settled_before=self.claims.settled_before()
             ),
             digests=self.announcer.repair_digests(),
+            closed=self._close_left_open(),
         )
+
+    def _close_left_open(self) -> int:
+        """Approvals left pending by a run that ended (by an older version, which did not
+        close them with it): closed under the run's lock, as every end of a run."""
+        with self.db.transaction() as s:
+            ended = MaintenanceQueries(s).ended_with_pending()
+        closed = 0
+        for run_id in ended:
+            with self.locks.hold(run_id), self.db.transaction() as s:
+                cards = close_left_open(s, run_id)
+            for card in cards:
+                self.announcer.show_card(card)
+            closed += len(cards)
+        return closed
 
     def _advance_stalled_runs(self) -> int:
         """Runs left waiting with no open approval: their last resume finished but the

@@ -20,7 +20,7 @@ from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from store.models import ApprovalRequest, Run
 from store.pending_reads import RunRecord
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
-from store.statuses import RequestStatus, RunStatus
+from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 
 CLOSED_WITH_RUN = "its run ended before this was decided; nothing of it ran"
 
@@ -125,6 +125,17 @@ def fail_at_stop(
     )
     view = run_view(run)
     return Told(view, audit_closed(s, others, run=view))
+
+
+def close_left_open(s: Session, run_id: str) -> tuple[ApprovalView, ...]:
+    """Close the pending approvals of a run that ended without closing them (by an older
+    version); their cards as they are to be drawn now."""
+    closing = lock_pending(s, run_id)
+    run = RunRepository(s).get(run_id, for_update=True)
+    if run is None or run.status not in FINISHED_RUN or not closing:
+        return ()
+    close_unresumed(s, closing)
+    return audit_closed(s, closing, run=run_view(run))
 
 
 def record_run_end(

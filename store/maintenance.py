@@ -34,6 +34,17 @@ class MaintenanceQueries:
         )
         return list(self.session.scalars(stmt.limit(self.limit)))
 
+    def ended_with_pending(self) -> list[str]:
+        """Runs that ended with an approval still pending: ended by an older version, which
+        did not close them with the run."""
+        stmt = (
+            select(ApprovalRequest.run_id)
+            .join(Run, Run.id == ApprovalRequest.run_id)
+            .where(ApprovalRequest.status == RequestStatus.PENDING, Run.status.in_(FINISHED_RUN))
+            .distinct()
+        )
+        return list(self.session.scalars(stmt.limit(self.limit)))
+
     def is_stalled(self, run_id: str) -> bool:
         """``stalled_runs``' condition for one run, read again under the run's lock."""
         waiting = self.session.scalar(select(Run.status).where(Run.id == run_id))

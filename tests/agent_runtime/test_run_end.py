@@ -14,6 +14,7 @@ from agent_runtime import resume
 from agent_runtime.authorization import Refusal
 from agent_runtime.errors import InvalidDecisions
 from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.run_end import CLOSED_WITH_RUN
 from agent_runtime.views import ApprovalView
 from store.audit_log import AuditRepository
 from store.claim_repository import ClaimRepository
@@ -261,3 +262,22 @@ def test_an_approval_whose_call_was_cut_short_before_its_run_ended_says_it_is_un
         kinds = [e.kind for e in AuditRepository(s).for_run(run_id) if e.request_id == change.id]
     assert "action_effect_unknown" in kinds
     assert run_status(env, run_id)[0] == RunStatus.FAILED
+
+
+def test_reconciling_closes_approvals_a_run_ended_without(env: Env) -> None:
+    """A run ended by an older version, which left its other approval pending: the next round
+    of reconciling closes it, audits it and draws its card."""
+    run_id, _send, change = two_cards(env)
+    with env.db.transaction() as s:
+        run = RunRepository(s).get(run_id)
+        assert run is not None
+        RunRepository(s).set_status(run, RunStatus.FAILED, result_text="The agent failed")
+    drawn = len(env.notes.updated)
+    assert env.engine.reconcile().closed == 2
+    assert request_of(env, change.id) == (RequestStatus.INVALIDATED, CLOSED_WITH_RUN)
+    assert {c.id for c in env.notes.updated[drawn:]} >= {change.id}
+    assert env.engine.reconcile().closed == 0
+    with env.db.transaction() as s:
+        kinds = [e.kind for e in AuditRepository(s).for_run(run_id) if e.request_id == change.id]
+    assert kinds.count("invalidated") == 1
+    assert env.notes.finished == [], "its thread was told when it ended"
