@@ -201,19 +201,32 @@ class ApprovalRepository:
     ) -> list[ApprovalRequest]:
         """``for_update``: lock their rows (in id order, so two lockers never deadlock) and
         read them fresh; a row that left ``statuses`` while we waited is skipped."""
-        stmt = select(ApprovalRequest).where(
-            ApprovalRequest.run_id == run_id,
-            ApprovalRequest.status.in_(statuses),
-        )
-        if for_update:
-            stmt = (
-                stmt.order_by(ApprovalRequest.id)
-                .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
-                # FOR NO KEY UPDATE: a status is no key; a digest's items referencing these
-                # rows (a key share lock each, taken in another order) are not waited on.
-                .with_for_update(of=ApprovalRequest, key_share=True)
-                .execution_options(populate_existing=True)
+        which = (ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(statuses))
+        if not for_update:
+            return list(self.session.scalars(select(ApprovalRequest).where(*which)))
+        # Locked by one Core statement, which every run's end sends and most find nothing
+        # with; loaded only if there is something. FOR NO KEY UPDATE: a status is no key, and
+        # a digest's items referencing these rows (a key share lock each) are not waited on.
+        locked = (
+            self.session.connection()
+            .execute(
+                select(ApprovalRequest.id)
+                .where(*which)
+                .order_by(ApprovalRequest.id)
+                .with_for_update(key_share=True)
             )
+            .scalars()
+            .all()
+        )
+        if not locked:
+            return []
+        stmt = (
+            select(ApprovalRequest)
+            .where(ApprovalRequest.id.in_(locked))
+            .order_by(ApprovalRequest.id)
+            .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
+            .execution_options(populate_existing=True)
+        )
         return list(self.session.scalars(stmt))
 
     def without_card(
