@@ -111,7 +111,7 @@ class RunCanceller:
         stored click), kept in its audit rows."""
         with self.db.transaction() as s:
             # Lock order everywhere: request rows, then the run's row, then the audit chain.
-            requests = ApprovalRepository(s).open_for_run(run_id, for_update=True)
+            requests = ApprovalRepository(s).lock_open_of_run(run_id)
             run = RunRepository(s).get(run_id, for_update=True)
             refused = _why_not(run, actor, standing)
             if refused is not None:

@@ -37,6 +37,9 @@ def _no_groups(_group: str) -> frozenset[str]:
     return frozenset()
 
 
+_REDRAWN = (Refusal.STALE_VERSION, Refusal.RUN_CANCELLED, Refusal.REQUEST_CLOSED)
+"""Refusals of a click on a card that shows something else than the request now."""
+
 CANCEL_WAIT_SECONDS = 5.0
 """How long a cancel waits for a run that is working (a resume, the agent, a tool) to stop at
 its next wait; longer, and the user is asked to try again."""
@@ -185,6 +188,8 @@ class ApprovalEngine(FacadeReads):
         self.attempts.refused(
             request_id=request_id, actor=actor, refusal=refusal, decision=decision, via=via
         )
+        if refusal in _REDRAWN and (current := self.approval(request_id)) is not None:
+            self.announcer.show_card(current)  # e.g. closed, while the card showed buttons
 
     def record_dropped(
         self,
@@ -239,8 +244,7 @@ class ApprovalEngine(FacadeReads):
         current = result.current
         if result.refusal is Refusal.POLICY_CHANGED and current is not None:
             self._invalidate_for_policy(current)
-        redraw = (Refusal.STALE_VERSION, Refusal.RUN_CANCELLED, Refusal.REQUEST_CLOSED)
-        if result.refusal in redraw and current is not None:
+        if result.refusal in _REDRAWN and current is not None:
             # e.g. a card drawn before versions were on buttons, or redrawn by a late update
             self.announcer.show_card(current)
         if result.approval is not None:

@@ -17,7 +17,8 @@ class ResumeOutcome(enum.StrEnum):
     """The thread moved on (to new approvals or its result)."""
     RUN_FAILED = "run_failed"
     SKIPPED = "skipped"
-    """Nothing to do: not this process's claim, or the approval had closed."""
+    """Nothing to do: not this process's claim, or the approval had closed, or its run had
+    ended (the approval is closed, unresumed, with what the evidence says ran)."""
     ERROR = "error"
 
 

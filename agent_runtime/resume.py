@@ -99,9 +99,9 @@ class Resumer:
         if request is None or not self.claims.held(request):
             return NOTHING
         fault_point("after_claim")
-        before = self.runtime.state(request.run_id)
         if request.run.status in FINISHED_RUN:
-            return self._after_its_run_ended(request, before)
+            return self._after_its_run_ended(request, recovering=recovering)
+        before = self.runtime.state(request.run_id)
         catalog = self.runtime.catalog
         problem, pending = resume_checks.problem(
             request, before, recovering=recovering, db=self.db, policy=self.policy, catalog=catalog
@@ -165,10 +165,10 @@ class Resumer:
     def _current(self, request_id: str, claimed: ApprovalRequest | None) -> ApprovalRequest | None:
         """The request now. Once claimed, nothing changes its actions or decisions (they are
         taken only while it is pending): what may have changed since ``claimed`` was read is
-        its claim (taken over), its run (cancelled), and its card's reference and status. One
-        short read tells the first two; ``_finish`` takes the card's reference from the row it
-        closes, and the status it wrote. That read is one statement: its own transaction, with
-        no BEGIN and COMMIT on the click's path."""
+        its claim (taken over), its run (cancelled or ended), and its card's reference and
+        status. One short read tells the first two; ``_finish`` takes the card's reference
+        from the row it closes, and the status it wrote. That read is one statement: its own
+        transaction, with no BEGIN and COMMIT on the click's path."""
         if claimed is not None and claimed.id == request_id:
             with self.db.single() as s:
                 now = ClaimRepository(s).claim_state(request_id)
@@ -177,11 +177,14 @@ class Resumer:
         with self.db.transaction() as s:
             return ApprovalRepository(s).get(request_id)
 
-    def _after_its_run_ended(self, request: ApprovalRequest, state: StateSnapshot) -> Resumed:
+    def _after_its_run_ended(self, request: ApprovalRequest, *, recovering: bool) -> Resumed:
         """Its run ended (e.g. another approval's resume failed it) before this was resumed:
-        the thread is never moved again. If a call of it already spent an approval (a process
-        died resuming it), the evidence says what ran: told, never denied."""
-        if not evidence.spent(self.db, request):
+        the thread is never moved again. What a process that died resuming it delivered is
+        told, never denied: a call that spent an approval, or the decisions themselves (its
+        interrupt no longer waits); the evidence says what ran."""
+        spent = evidence.spent(self.db, request)
+        state = self.runtime.state(request.run_id) if spent or recovering else None
+        if state is None or (not spent and resume_checks.still_waits(state, request)):
             self._finish(request, status=RequestStatus.INVALIDATED, outcome=RUN_ENDED_OUTCOME)
             return NOTHING
         found = evidence.gaps(self.db, request, state=state)
@@ -190,9 +193,11 @@ class Resumer:
             record_tool_outcomes(s, request, state, policy=self.policy)
             evidence.record(s, request, found=found)
 
+        expired = any(a.outcome == ActionOutcome.EXPIRED for a in request.actions)
+        ended = RequestStatus.EXPIRED if expired else RequestStatus.RESOLVED
         self._finish(
             request,
-            status=RequestStatus.FAILED if found else RequestStatus.RESOLVED,
+            status=RequestStatus.FAILED if found else ended,
             outcome=evidence.describe(found) if found else summary(request),
             record=record,
         )

@@ -46,6 +46,16 @@ def problem(
     return found, pending
 
 
+def still_waits(state: StateSnapshot, request: ApprovalRequest) -> bool:
+    """Whether the thread may still wait on ``request``'s interrupt (nothing delivered it)."""
+    if state.created_at is None:
+        return True  # no checkpoint: nothing was ever delivered to it
+    try:
+        return pending_of(state, request) is not None
+    except UnsupportedInterrupt:
+        return True
+
+
 def pending_of(state: StateSnapshot, request: ApprovalRequest) -> PendingInterrupt | None:
     """The interrupt ``request`` answers, if the thread still waits on it."""
     return next(

@@ -44,9 +44,7 @@ class Told:
 def lock_pending(s: Session, run_id: str) -> list[ApprovalRequest]:
     """The run's pending approvals, their rows locked (before the run's row, but at a stop,
     which holds the run's row already: see ``RunLifecycle``)."""
-    return ApprovalRepository(s).open_for_run(
-        run_id, for_update=True, statuses=(RequestStatus.PENDING,)
-    )
+    return ApprovalRepository(s).lock_open_of_run(run_id, statuses=(RequestStatus.PENDING,))
 
 
 def close_unresumed(s: Session, requests: list[ApprovalRequest]) -> None:

@@ -35,6 +35,7 @@ from agent_runtime.wire import (
 from store.db import Database
 from store.models import Action, ApprovalRequest, Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.run_history import RunHistory
 from store.statuses import FINISHED_RUN, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -170,8 +171,8 @@ class RunLifecycle:
         messages = state.values.get("messages", [])
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
-            # Locked: an end written meanwhile by a caller without the thread lock is seen, and
-            # a stop never reopens an ended run.
+            # Locked, though every end of a run holds the thread lock too: a stop must never
+            # reopen an ended run.
             run = RunRepository(s).get(run_id, for_update=True)
             if run is None or run.status in FINISHED_RUN:  # ended: nothing more of it is open
                 return None
@@ -184,9 +185,9 @@ class RunLifecycle:
                 catalog=self.runtime.catalog,
                 now=self.clock(),
                 tool_call_ids=tool_call_ids(messages, pending),
-                taken_operations=repo.operation_ids(run_id),
+                taken_operations=RunHistory(s).operation_ids(run_id),
                 subagent=subagent_of(messages, pending),
-                rejected=repo.rejected_by_reviewers(run_id),
+                rejected=RunHistory(s).rejected_by_reviewers(run_id),
             )
             repo.add(request, actions)
             for action in actions:
@@ -227,7 +228,7 @@ class RunLifecycle:
         locks one of them, locks no run row."""
         if not any(POLICY_VETO in (a.extra or {}) for a in actions):
             return None
-        refused = ApprovalRepository(s).refused_in_a_row(request.run_id, marked=POLICY_VETO)
+        refused = RunHistory(s).refused_in_a_row(request.run_id, marked=POLICY_VETO)
         if refused <= self.policy.defaults.max_policy_refusals:
             return None
         others = [r for r in lock_pending(s, request.run_id) if r.id != request.id]

@@ -17,7 +17,7 @@ from store.db import affected
 from store.decision_repository import DecisionRepository
 from store.models import Action, ApprovalRequest, Decision, utcnow
 from store.run_repository import RunRepository
-from store.statuses import OPEN_REQUEST, ActionOutcome, RequestStatus
+from store.statuses import OPEN_REQUEST, RequestStatus
 
 # Each repository lives in a module of its own (the audit log's beside its chain); callers
 # find these here. A request's claim and its lease have theirs: store.claim_repository.
@@ -152,58 +152,13 @@ class ApprovalRepository:
         )
         return self.session.scalars(stmt).first()
 
-    def operation_ids(self, run_id: str) -> set[str]:
-        """Operation ids already given to this run's actions (each is used once)."""
-        stmt = (
-            select(Action.operation_id)
-            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-            .where(ApprovalRequest.run_id == run_id)
-        )
-        return set(self.session.scalars(stmt))
-
-    def rejected_by_reviewers(self, run_id: str) -> list[Action]:
-        """This run's actions a reviewer rejected (not the policy), oldest first: the calls a
-        revision may answer."""
-        stmt = (
-            select(Action)
-            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-            .where(ApprovalRequest.run_id == run_id, Action.outcome == ActionOutcome.REJECTED)
-            .order_by(ApprovalRequest.created_at, Action.position)
-        )
-        return [a for a in self.session.scalars(stmt) if a.decisions]
-
-    def refused_in_a_row(self, run_id: str, *, marked: str) -> int:
-        """How many of this run's latest requests, newest first and in a row, had a call
-        refused without anyone (its ``extra`` holds the ``marked`` key, the policy's reason):
-        rounds of proposals the agent made after being told, not calls in one round."""
-        stmt = (
-            select(ApprovalRequest.id, Action.extra)
-            .join(Action, Action.request_id == ApprovalRequest.id)
-            .where(ApprovalRequest.run_id == run_id)
-            .order_by(ApprovalRequest.created_at.desc(), ApprovalRequest.id.desc())
-        )
-        refused: dict[str, bool] = {}  # request id -> refused, newest first
-        for request_id, extra in self.session.execute(stmt):
-            refused[request_id] = refused.get(request_id, False) or bool(extra and marked in extra)
-        in_a_row = 0
-        for was_refused in refused.values():
-            if not was_refused:
-                break
-            in_a_row += 1
-        return in_a_row
-
-    def open_for_run(
-        self,
-        run_id: str,
-        *,
-        for_update: bool = False,
-        statuses: tuple[RequestStatus, ...] = OPEN_REQUEST,
+    def lock_open_of_run(
+        self, run_id: str, *, statuses: tuple[RequestStatus, ...] = OPEN_REQUEST
     ) -> list[ApprovalRequest]:
-        """``for_update``: lock their rows (in id order, so two lockers never deadlock) and
-        read them fresh; a row that left ``statuses`` while we waited is skipped."""
+        """A run's requests in ``statuses``, their rows locked (in id order, so two lockers
+        never deadlock) and read fresh; a row that left ``statuses`` while we waited is
+        skipped."""
         which = (ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(statuses))
-        if not for_update:
-            return list(self.session.scalars(select(ApprovalRequest).where(*which)))
         # Locked by one Core statement, which every run's end sends and most find nothing
         # with; loaded only if there is something. FOR NO KEY UPDATE: a status is no key, and
         # a digest's items referencing these rows (a key share lock each) are not waited on.

@@ -33,8 +33,10 @@ class FakeThread:
     created: bool = True
     invoked: list[Any] = field(default_factory=list)
     catalog: ToolCatalog = field(default_factory=ToolCatalog)
+    read: int = 0
 
     def state(self, thread_id: str) -> Any:
+        self.read += 1
         return SimpleNamespace(
             created_at=utcnow() if self.created else None, interrupts=(), next=(), values={}
         )
@@ -248,3 +250,46 @@ def test_an_invalidated_card_is_drawn_with_the_run_it_failed(tmp_path):
     with db.transaction() as s:
         fresh = approval_view(ApprovalRepository(s).get(seeded.request_id))
     assert told.cards == [fresh], "the card shows what a fresh read of the request shows"
+
+
+def _ended_with_it_decided(db, seeded, outcome: ActionOutcome) -> None:  # type: ignore[no-untyped-def]
+    """A sibling's resume completed the run while this request waited, claimed, decided."""
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(seeded.request_id)
+        request.actions[0].outcome = outcome
+        RunRepository(s).set_status(request.run, RunStatus.COMPLETED, result_text="done")
+
+
+def test_a_rejection_delivered_before_its_run_ended_is_told_as_decided(tmp_path):
+    """A process delivered the rejection and died; the run then completed. Its interrupt no
+    longer waits: the rejection stands, neither denied nor invalidated."""
+    thread = FakeThread()  # the interrupt no longer waits
+    db, seeded, resumer, _told = resumer_on(tmp_path, thread)
+    _ended_with_it_decided(db, seeded, ActionOutcome.REJECTED)
+    assert resumer.resume(seeded.request_id, recovering=True) == NOTHING
+    assert thread.invoked == []
+    assert statuses(db, seeded) == (RequestStatus.RESOLVED, RunStatus.COMPLETED)
+
+
+def test_an_approval_of_an_ended_run_is_closed_without_reading_its_thread(tmp_path):
+    """Nothing of it was spent and no process died resuming it: whatever the thread says (a
+    remote one may be unreachable), it is closed unresumed."""
+    thread = FakeThread()
+    db, seeded, resumer, _told = resumer_on(tmp_path, thread)
+    _ended_with_it_decided(db, seeded, ActionOutcome.APPROVED)
+    assert resumer.resume(seeded.request_id) == NOTHING
+    assert (thread.read, thread.invoked) == (0, [])
+    assert statuses(db, seeded) == (RequestStatus.INVALIDATED, RunStatus.COMPLETED)
+
+
+def test_an_approval_delivered_but_never_spent_before_its_run_ended_says_it_did_not_run(
+    tmp_path,
+):
+    """A process died between delivering the approval and the tool's call: the evidence
+    says it did not run, never that it was resolved."""
+    thread = FakeThread()
+    db, seeded, resumer, _told = resumer_on(tmp_path, thread)
+    _ended_with_it_decided(db, seeded, ActionOutcome.APPROVED)
+    resumer.resume(seeded.request_id, recovering=True)
+    assert thread.invoked == []
+    assert statuses(db, seeded) == (RequestStatus.FAILED, RunStatus.COMPLETED)

@@ -25,10 +25,10 @@ def env(tmp_path):  # type: ignore[no-untyped-def]
 
 def rejected_actions(env) -> list[Action]:  # type: ignore[no-untyped-def]
     with env.db.transaction() as s:
-        from store.repositories import ApprovalRepository
+        from store.run_history import RunHistory
 
         run_id = s.scalars(select(ApprovalRequest.run_id)).first()
-        found = ApprovalRepository(s).rejected_by_reviewers(run_id)
+        found = RunHistory(s).rejected_by_reviewers(run_id)
         for action in found:
             _ = action.decisions  # loaded before the session ends
         return found

@@ -281,3 +281,27 @@ def test_reconciling_closes_approvals_a_run_ended_without(env: Env) -> None:
         kinds = [e.kind for e in AuditRepository(s).for_run(run_id) if e.request_id == change.id]
     assert kinds.count("invalidated") == 1
     assert env.notes.finished == [], "its thread was told when it ended"
+
+
+def test_a_refused_attempt_on_a_closed_approval_redraws_its_card(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attempt refused as a whole (e.g. approve all) on a card still showing its buttons
+    redraws it at once, as a refused click does, not at the next repair round."""
+    _run_id, send, change = two_cards(env)
+
+    def down(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionError("the mail server is down")
+
+    monkeypatch.setattr(env.runtime, "invoke", down)
+    decide(env, action_id=send.actions[0].id, actor=REVIEWER, decision="approve")
+    drawn = len(env.notes.updated)
+    env.engine.record_refusal(
+        request_id=change.id,
+        actor=REVIEWER,
+        refusal=Refusal.REQUEST_CLOSED,
+        decision="approve_all",
+    )
+    assert [(c.id, c.status) for c in env.notes.updated[drawn:]] == [
+        (change.id, RequestStatus.INVALIDATED)
+    ]
