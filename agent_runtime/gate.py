@@ -206,7 +206,10 @@ class EffectGate:
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             drifted = [d for d in map(self._drift, current) if d is not None]
-            for action in (a for a in current if self._drift(a) is None):
+            # An approval reviewed as this very call is the only one it may spend: the same
+            # call run twice at once (a node run again) must not take an identical call's.
+            named = [a for a in current if tool_call_id and a.tool_call_id == tool_call_id]
+            for action in (a for a in named or current if self._drift(a) is None):
                 if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
                     return Grant(action.id, _key(action), None)
         if cancelled:

@@ -21,7 +21,7 @@ from agent_runtime.wire import action_hash
 from store.audit_models import AuditEvent
 from store.models import Action, ActionExecution, ApprovalRequest, Run
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
-from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
+from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, SEND, decide, make_env, paused_run
 
 SEND_ARGS = {"recipient": "a@example.com", "text": "hi"}
 
@@ -467,3 +467,67 @@ def test_a_call_that_ran_before_its_run_ended_gets_its_result_back_not_a_refusal
         s.get(Run, run_id).status = "failed"
     assert (call(), calls) == ("sent", [1])
     assert blocked(env) == []
+
+
+def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
+    tmp_path, migrated_pg_url, monkeypatch
+):
+    """Two identical calls approved in one batch, each its own approval. The first call runs
+    twice at the same moment (a server running a node twice): the second run waits for the
+    first's spend, then must not take the approval of the other call, which would run the
+    effect again under another operation id (its idempotency key differs)."""
+    import threading
+
+    from store.executions import ExecutionRepository
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run_id, _action = paused_run(env, f"{SEND}\n{SEND}")
+        with env.db.transaction() as s:
+            first, second = s.scalars(select(ApprovalRequest)).one().actions
+            first.outcome = second.outcome = "approved"
+            named = first.tool_call_id
+            assert named and second.tool_call_id and named != second.tool_call_id
+        resuming(env, run_id)
+        spent_first = threading.Event()
+        second_tries = threading.Event()
+        real_start = ExecutionRepository.start
+
+        def start(self, action, *, key, tool_call_id):  # type: ignore[no-untyped-def]
+            if threading.current_thread().name == "second":
+                second_tries.set()  # then waits, in PostgreSQL, for the first's commit
+                return real_start(self, action, key=key, tool_call_id=tool_call_id)
+            spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
+            spent_first.set()
+            assert second_tries.wait(10), "the second run reached its spend"
+            return spent
+
+        monkeypatch.setattr(ExecutionRepository, "start", start)
+        outcomes: dict[str, str] = {}
+
+        def call() -> None:
+            if threading.current_thread().name == "second":
+                assert spent_first.wait(10)
+            try:
+                outcomes[threading.current_thread().name] = env.gate.run(
+                    config(run_id),
+                    tool_name="send_external_message",
+                    args=SEND_ARGS,
+                    effect=lambda: "sent",
+                    tool_call_id=named,
+                )
+            except GateRefused:
+                outcomes[threading.current_thread().name] = "refused"
+
+        runs = [threading.Thread(target=call, name=n) for n in ("first", "second")]
+        for t in runs:
+            t.start()
+        for t in runs:
+            t.join(30)
+        assert outcomes == {"first": "sent", "second": "refused"}
+        with env.db.transaction() as s:
+            spent = s.scalars(select(ActionExecution.action_id)).all()
+        assert spent == [first.id], "the other call's approval is still its own"
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
