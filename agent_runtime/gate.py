@@ -190,18 +190,10 @@ class EffectGate:
             switch = SwitchRepository(s).state(hold=True)
             blocked = ended or switch.paused
             repo = ExecutionRepository(s)
-            for action, done in (
-                ()
-                if cancelled
-                else repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
-            ):
-                if action.bound_hash != _hash(action, tool_name, args):
-                    continue
-                if done.result is not None:
-                    return Grant(action.id, done.idempotency_key, done.result)  # a replay
-                resuming = action.request.status == RequestStatus.RESUMING
-                if resuming and not blocked and self._drift(action) is None:
-                    return Grant(action.id, done.idempotency_key, None)  # a replay cut short
+            call = (run_id, tool_name, args, tool_call_id)
+            replay = None if cancelled else self._replay(repo, call, blocked=blocked)
+            if replay is not None:
+                return replay
             candidates = [] if blocked else repo.spendable(run_id=run_id, tool_name=tool_name)
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
@@ -212,6 +204,15 @@ class EffectGate:
             for action in (a for a in named or current if self._drift(a) is None):
                 if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
                     return Grant(action.id, _key(action), None)
+            # Spent meanwhile by this very call, run twice at once: its result if it has one
+            # (committed since), never a second run.
+            again = self._replay(repo, call, blocked=True) if named else None
+            if again is not None:
+                return again
+            running = bool(named) and _spent_by(repo, call)
+        if running:
+            reason = "this very call is already running (it was started twice at once)"
+            return self._refuse(run_id, tool_name, args, reason, tell=False)
         if cancelled:
             reason = "its run was cancelled"
         elif ended:
@@ -224,12 +225,35 @@ class EffectGate:
             reason = _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
 
+    def _replay(self, repo: ExecutionRepository, call: _Call, *, blocked: bool) -> Grant | None:
+        """What this very call already spent: its result (a replay), or, for a call cut short
+        whose request is still being resumed, its spend again (unless ``blocked``)."""
+        run_id, tool_name, args, tool_call_id = call
+        for action, done in repo.of_call(
+            run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id
+        ):
+            if action.bound_hash != _hash(action, tool_name, args):
+                continue
+            if done.result is not None:
+                return Grant(action.id, done.idempotency_key, done.result)  # a replay
+            resuming = action.request.status == RequestStatus.RESUMING
+            if resuming and not blocked and self._drift(action) is None:
+                return Grant(action.id, done.idempotency_key, None)  # a replay cut short
+        return None
+
     def _refuse(
-        self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
+        self,
+        run_id: str | None,
+        tool_name: str,
+        args: dict[str, Any],
+        reason: str,
+        *,
+        tell: bool = True,
     ) -> Grant:
-        """Audit, tell the run's thread, and make the agent read why nothing ran. The audit
-        and the log keep the reason without the values the policy redacts (a constraint's
-        refusal quotes the value it refused)."""
+        """Audit, tell the run's thread (unless not ``tell``: nothing was blocked that people
+        need to hear of), and make the agent read why nothing ran. The audit and the log keep
+        the reason without the values the policy redacts (a constraint's refusal quotes the
+        value it refused)."""
         digest = action_hash(tool_name, args, self.policy.version)
         kept = self.policy.rule_for(tool_name).redacted_text(reason, args)
         view = None
@@ -245,7 +269,7 @@ class EffectGate:
             )
             view = run_view(run) if run is not None else None
         logger.warning("blocked %s in %s: %s", tool_name, run_id, kept)
-        if view is not None:
+        if view is not None and tell:
             try:
                 self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)
             except Exception:
@@ -254,6 +278,17 @@ class EffectGate:
             f"Refused: {tool_name} did not run because {reason}. Gated actions run only after "
             "people approve exactly that call in Slack; do not try to get around the review."
         )
+
+
+_Call = tuple[str, str, dict[str, Any], str]
+"""A gated call: its run (thread) id, tool name, arguments and tool-call id."""
+
+
+def _spent_by(repo: ExecutionRepository, call: _Call) -> bool:
+    """Whether this very call has spent an approval for these arguments."""
+    run_id, tool_name, args, tool_call_id = call
+    spent = repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+    return any(action.bound_hash == _hash(action, tool_name, args) for action, _ in spent)
 
 
 def _hash(action: Action, tool_name: str, args: dict[str, Any]) -> str:

@@ -469,13 +469,16 @@ def test_a_call_that_ran_before_its_run_ended_gets_its_result_back_not_a_refusal
     assert blocked(env) == []
 
 
+@pytest.mark.parametrize("first_finishes", [False, True], ids=["still_running", "finished"])
 def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
-    tmp_path, migrated_pg_url, monkeypatch
+    tmp_path, migrated_pg_url, monkeypatch, first_finishes
 ):
     """Two identical calls approved in one batch, each its own approval. The first call runs
     twice at the same moment (a server running a node twice): the second run waits for the
     first's spend, then must not take the approval of the other call, which would run the
-    effect again under another operation id (its idempotency key differs)."""
+    effect again under another operation id (its idempotency key differs). It gets the first
+    run's result if that is kept by then, and is refused as a duplicate otherwise (no notice
+    in the thread: nothing was blocked)."""
     import threading
 
     from store.executions import ExecutionRepository
@@ -496,7 +499,9 @@ def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
         def start(self, action, *, key, tool_call_id):  # type: ignore[no-untyped-def]
             if threading.current_thread().name == "second":
                 second_tries.set()  # then waits, in PostgreSQL, for the first's commit
-                return real_start(self, action, key=key, tool_call_id=tool_call_id)
+                spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
+                assert not first_finishes or first_done.wait(10)
+                return spent
             spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
             spent_first.set()
             assert second_tries.wait(10), "the second run reached its spend"
@@ -504,27 +509,42 @@ def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
 
         monkeypatch.setattr(ExecutionRepository, "start", start)
         outcomes: dict[str, str] = {}
+        second_done, first_done = threading.Event(), threading.Event()
+        effects: list[str] = []
+
+        def effect() -> str:  # lasts until the second run is answered, unless it finishes
+            effects.append(threading.current_thread().name)
+            assert first_finishes or second_done.wait(10)
+            return "sent"
 
         def call() -> None:
-            if threading.current_thread().name == "second":
+            me = threading.current_thread().name
+            if me == "second":
                 assert spent_first.wait(10)
             try:
-                outcomes[threading.current_thread().name] = env.gate.run(
+                outcomes[me] = env.gate.run(
                     config(run_id),
                     tool_name="send_external_message",
                     args=SEND_ARGS,
-                    effect=lambda: "sent",
+                    effect=effect,
                     tool_call_id=named,
                 )
-            except GateRefused:
-                outcomes[threading.current_thread().name] = "refused"
+            except GateRefused as refused:
+                outcomes[me] = str(refused)
+            finally:
+                (second_done if me == "second" else first_done).set()
 
         runs = [threading.Thread(target=call, name=n) for n in ("first", "second")]
         for t in runs:
             t.start()
         for t in runs:
             t.join(30)
-        assert outcomes == {"first": "sent", "second": "refused"}
+        assert outcomes["first"] == "sent" and effects == ["first"]
+        if first_finishes:
+            assert outcomes["second"] == "sent", "its result, kept: nothing ran again"
+        else:
+            assert "this very call is already running" in outcomes["second"]
+        assert env.notes.blocked == [], "nothing was blocked that the thread must hear of"
         with env.db.transaction() as s:
             spent = s.scalars(select(ActionExecution.action_id)).all()
         assert spent == [first.id], "the other call's approval is still its own"
