@@ -15,9 +15,9 @@ from store import pending_slots
 from store.audit_log import AuditRepository, clean_text
 from store.db import affected
 from store.decision_repository import DecisionRepository
-from store.models import Action, ApprovalRequest, Decision, utcnow
+from store.models import Action, ApprovalRequest, Decision, Run, utcnow
 from store.run_repository import RunRepository
-from store.statuses import OPEN_REQUEST, RequestStatus
+from store.statuses import OPEN_REQUEST, UNFINISHED_RUN, RequestStatus
 
 # Each repository lives in a module of its own (the audit log's beside its chain); callers
 # find these here. A request's claim and its lease have theirs: store.claim_repository.
@@ -213,8 +213,16 @@ class ApprovalRepository:
         )
 
     def _pending_where(self, *conditions: ColumnElement[bool], limit: int) -> list[str]:
-        stmt = select(ApprovalRequest.id).where(
-            ApprovalRequest.status == RequestStatus.PENDING, *conditions
+        """Pending requests of runs still under way (one its run ended without closing is
+        the reconciler's to close, not anyone's to review or be told of)."""
+        stmt = (
+            select(ApprovalRequest.id)
+            .join(Run, Run.id == ApprovalRequest.run_id)
+            .where(
+                ApprovalRequest.status == RequestStatus.PENDING,
+                Run.status.in_(UNFINISHED_RUN),
+                *conditions,
+            )
         )
         return list(self.session.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(limit)))
 

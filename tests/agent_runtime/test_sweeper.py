@@ -12,6 +12,8 @@ from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.sweeper import SweepResult
 from store.audit_models import AuditEvent
 from store.models import ApprovalRequest, utcnow
+from store.repositories import RunRepository
+from store.statuses import RunStatus
 from tests.agent_runtime.engine_env import make_env, paused_run
 
 
@@ -123,3 +125,19 @@ def test_each_expired_request_is_claimed_only_when_its_resume_can_start(tmp_path
     assert _statuses(env) == ["resuming", "pending"]
     next(due)
     assert _statuses(env) == ["resuming", "resuming"]
+
+
+def test_an_approval_left_pending_by_an_ended_run_is_neither_reminded_nor_expired(tmp_path):
+    """A run ended by an older version, which left its approval pending: nobody is asked to
+    review it again, nor told it expired; reconciling closes it."""
+    clock = Clock()
+    env = make_env(tmp_path, clock=clock)
+    run_id, _action_id = paused_run(env)
+    with env.db.transaction() as s:
+        run = RunRepository(s).get(run_id)
+        assert run is not None
+        RunRepository(s).set_status(run, RunStatus.FAILED, result_text="The agent failed")
+    clock.now += dt.timedelta(hours=5)
+    assert env.engine.sweep() == SweepResult(expired=0, reminded=0)
+    assert env.notes.reminded == [] and env.notes.expired == []
+    assert env.engine.reconcile().closed == 1
