@@ -166,7 +166,7 @@ class Announcer:
         holds until it is done: never while that post is under way, one process at a time.
         Busy runs wait for the next round."""
         with self.db.transaction() as s:
-            missing = ApprovalRepository(s).without_card(created_before=created_before)
+            missing = MaintenanceQueries(s).without_card(created_before=created_before)
         done = 0
         for request_id, run_id in missing:
             with self.locks.try_hold(run_id) as held:

@@ -79,6 +79,7 @@ class Background:
         for request_id in self.claims.take_over_stale():
             resumed += 1
             self.resume(request_id, recovering=True)
+        closed = self._close_left_open()  # before any card of theirs is posted or redrawn
         return ReconcileResult(
             resumed=resumed,
             advanced=self._advance_stalled_runs(),
@@ -90,7 +91,7 @@ class Background:
                 settled_before=self.claims.settled_before()
             ),
             digests=self.announcer.repair_digests(),
-            closed=self._close_left_open(),
+            closed=closed,
         )
 
     def _close_left_open(self) -> int:

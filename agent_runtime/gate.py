@@ -9,13 +9,13 @@ the stored result back instead of repeating its effect.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import ToolException
 
+from agent_runtime.call_identity import call_id_of, thread_of
 from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
@@ -24,7 +24,7 @@ from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
 from agent_runtime.recording import version_drift
 from agent_runtime.schemas import InvalidArguments, ToolSchema
-from agent_runtime.views import run_view
+from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import action_hash
 from store.db import Database
 from store.executions import ExecutionRepository
@@ -49,43 +49,6 @@ class Grant:
     action_id: str
     key: str
     stored_result: str | None
-
-
-RUN_CONFIG_KEY = "approval_run_id"
-"""Where a run on LangGraph Server finds the bot's run id: the server names its threads with
-UUIDs of its own, so the thread id there is not the run's."""
-
-
-SERVER_THREADS = uuid.UUID("6f1d4f5e-3c1a-5b7e-9a0e-5d2b8c4a7e10")
-"""The namespace of server thread ids: the server wants UUIDs, our run ids are not."""
-
-
-def server_thread_id(run_id: str) -> str:
-    """The run's thread on the server: derived, not stored, so every replica (and a process
-    started after a crash) finds the same thread without asking the database."""
-    return str(uuid.uuid5(SERVER_THREADS, run_id))
-
-
-def thread_of(config: Mapping[str, Any] | None) -> str | None:
-    """The bot's run a call belongs to. On the server, anyone who may start runs can write any
-    ``approval_run_id`` into a run's configuration: it counts only on the thread derived from
-    it, so a run elsewhere cannot spend (or replay) that run's approvals."""
-    configurable = (config or {}).get("configurable") or {}
-    thread = configurable.get("thread_id")
-    claimed = configurable.get(RUN_CONFIG_KEY)
-    if claimed is None:
-        return str(thread) if thread is not None else None
-    return str(claimed) if str(thread) == server_thread_id(str(claimed)) else None
-
-
-def call_id_of(config: Mapping[str, Any] | None, tool_call_id: str | None) -> str:
-    """Which call this is, so a replay after a crash is recognised: the tool call id, or for an
-    effect inside a graph node, the node's task in the checkpoint (the same on a replay). Failing
-    both, a fresh id: such a call is never taken for another one."""
-    if tool_call_id:
-        return tool_call_id
-    task = ((config or {}).get("metadata") or {}).get("langgraph_checkpoint_ns")
-    return f"task:{task}" if task else f"once:{uuid.uuid4().hex}"
 
 
 class EffectGate:
@@ -133,7 +96,8 @@ class EffectGate:
         schema: ToolSchema | None = None,
     ) -> Grant | None:
         """None when the policy does not gate these arguments; a grant that spends one
-        approved action; or ``GateRefused`` (audited, told in the thread). ``schema``: the
+        approved action; or ``GateRefused`` (audited, and told in the thread unless the call
+        is a duplicate of one running). ``schema``: the
         calling tool's own, when it knows it (two tools may share a name)."""
         rule = self.policy.rule_for(tool_name)
         normalized, state = self._normalize(tool_name, args, schema)
@@ -198,21 +162,11 @@ class EffectGate:
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             drifted = [d for d in map(self._drift, current) if d is not None]
-            # An approval reviewed as this very call is the only one it may spend: the same
-            # call run twice at once (a node run again) must not take an identical call's.
-            named = [a for a in current if tool_call_id and a.tool_call_id == tool_call_id]
-            for action in (a for a in named or current if self._drift(a) is None):
-                if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
-                    return Grant(action.id, _key(action), None)
-            # Spent meanwhile by this very call, run twice at once: its result if it has one
-            # (committed since), never a second run.
-            again = self._replay(repo, call, blocked=True) if named else None
-            if again is not None:
-                return again
-            running = bool(named) and _spent_by(repo, call)
-        if running:
-            reason = "this very call is already running (it was started twice at once)"
-            return self._refuse(run_id, tool_name, args, reason, tell=False)
+            spent, duplicate = self._spend(repo, call, current)
+            if spent is not None:
+                return spent
+        if duplicate:
+            return self._refuse_duplicate(run_id, tool_name, args)
         if cancelled:
             reason = "its run was cancelled"
         elif ended:
@@ -224,6 +178,28 @@ class EffectGate:
         else:
             reason = _why(candidates, matching, current)
         return self._refuse(run_id, tool_name, args, reason)
+
+    def _spend(
+        self, repo: ExecutionRepository, call: _Call, current: list[Action]
+    ) -> tuple[Grant | None, bool]:
+        """Spend one of ``current`` (approved, resuming, same arguments and policy) for this
+        call; and whether it is a duplicate. An approval reviewed as this very call is the
+        only one it may spend: the same call run twice at once (a node run again) must not
+        take an identical call's. If this very call spent that one meanwhile, its result if
+        kept by then (a replay), or a duplicate: never a second run."""
+        run_id, tool_name, _args, tool_call_id = call
+        named = [a for a in current if tool_call_id and a.tool_call_id == tool_call_id]
+        for action in (a for a in named or current if self._drift(a) is None):
+            if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
+                return Grant(action.id, _key(action), None), False
+        if not named:
+            return None, False
+        again = self._replay(repo, call, blocked=True)
+        if again is not None:
+            return again, False
+        ids = {a.id for a in named}
+        spent = repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+        return None, any(action.id in ids for action, _ in spent)
 
     def _replay(self, repo: ExecutionRepository, call: _Call, *, blocked: bool) -> Grant | None:
         """What this very call already spent: its result (a replay), or, for a call cut short
@@ -242,21 +218,38 @@ class EffectGate:
         return None
 
     def _refuse(
-        self,
-        run_id: str | None,
-        tool_name: str,
-        args: dict[str, Any],
-        reason: str,
-        *,
-        tell: bool = True,
+        self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
     ) -> Grant:
-        """Audit, tell the run's thread (unless not ``tell``: nothing was blocked that people
-        need to hear of), and make the agent read why nothing ran. The audit and the log keep
-        the reason without the values the policy redacts (a constraint's refusal quotes the
-        value it refused)."""
+        """Audit, tell the run's thread, and make the agent read why nothing ran."""
+        view = self._audit_refusal(run_id, tool_name, args, reason)
+        if view is not None:
+            try:
+                self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)
+            except Exception:
+                logger.exception("could not tell the thread of %s about a blocked call", run_id)
+        raise GateRefused(
+            f"Refused: {tool_name} did not run because {reason}. Gated actions run only after "
+            "people approve exactly that call in Slack; do not try to get around the review."
+        )
+
+    def _refuse_duplicate(self, run_id: str, tool_name: str, args: dict[str, Any]) -> Grant:
+        """This very call runs already (started twice at once): audited, but nothing was
+        blocked that people need to hear of, and the agent is not told the effect did not
+        happen (the first run may be doing it now)."""
+        reason = "this very call is already running (it was started twice at once)"
+        self._audit_refusal(run_id, tool_name, args, reason)
+        raise GateRefused(
+            f"Not run again: this very {tool_name} call is already running (it was started "
+            "twice at once); its own run reports what it did."
+        )
+
+    def _audit_refusal(
+        self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
+    ) -> RunView | None:
+        """The audit and the log keep the reason without the values the policy redacts (a
+        constraint's refusal quotes the value it refused); the run, to tell its thread."""
         digest = action_hash(tool_name, args, self.policy.version)
         kept = self.policy.rule_for(tool_name).redacted_text(reason, args)
-        view = None
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id) if run_id else None
             AuditRepository(s).record(
@@ -269,26 +262,11 @@ class EffectGate:
             )
             view = run_view(run) if run is not None else None
         logger.warning("blocked %s in %s: %s", tool_name, run_id, kept)
-        if view is not None and tell:
-            try:
-                self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)
-            except Exception:
-                logger.exception("could not tell the thread of %s about a blocked call", run_id)
-        raise GateRefused(
-            f"Refused: {tool_name} did not run because {reason}. Gated actions run only after "
-            "people approve exactly that call in Slack; do not try to get around the review."
-        )
+        return view
 
 
 _Call = tuple[str, str, dict[str, Any], str]
 """A gated call: its run (thread) id, tool name, arguments and tool-call id."""
-
-
-def _spent_by(repo: ExecutionRepository, call: _Call) -> bool:
-    """Whether this very call has spent an approval for these arguments."""
-    run_id, tool_name, args, tool_call_id = call
-    spent = repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
-    return any(action.bound_hash == _hash(action, tool_name, args) for action, _ in spent)
 
 
 def _hash(action: Action, tool_name: str, args: dict[str, Any]) -> str:

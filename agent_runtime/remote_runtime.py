@@ -39,10 +39,11 @@ from langgraph_sdk.schema import Command as WireCommand
 
 from agent_runtime.agent_entry import build_graph
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.call_identity import server_thread_id
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.errors import AgentLoadError, ApprovalError
 from agent_runtime.faults import fault_point
-from agent_runtime.gate import EffectGate, server_thread_id
+from agent_runtime.gate import EffectGate
 from agent_runtime.graph_runtime import resolve_model
 from agent_runtime.policy import Policy
 from agent_runtime.remote_state import (

@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage, ChatMessage, messages_from_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt, PregelTask, StateSnapshot
 
-from agent_runtime.gate import RUN_CONFIG_KEY
+from agent_runtime.call_identity import RUN_CONFIG_KEY
 
 NO_THREAD = StateSnapshot(
     values={},

@@ -15,6 +15,7 @@ from agent_runtime.policy import REQUESTER_ROLE, Policy
 from agent_runtime.resume_records import EXPIRED_MESSAGE
 from agent_runtime.views import ApprovalView, Reviewers, approval_view
 from store.db import Database
+from store.maintenance import MaintenanceQueries
 from store.repositories import ApprovalRepository, AuditRepository
 from store.statuses import ActionOutcome, RequestStatus
 
@@ -51,7 +52,7 @@ class Sweeper:
         resume before the next is claimed: a claim never waits unrenewed behind others."""
         now = self.clock()
         with self.db.transaction() as s:
-            due = ApprovalRepository(s).due_for_expiry(now)
+            due = MaintenanceQueries(s).due_for_expiry(now)
         for request_id in due:
             with self.db.transaction() as s:
                 repo = ApprovalRepository(s)
@@ -84,7 +85,7 @@ class Sweeper:
         now = self.clock()
         done = 0
         with self.db.transaction() as s:
-            due = ApprovalRepository(s).due_for_reminder(now)
+            due = MaintenanceQueries(s).due_for_reminder(now)
         for request_id in due:
             with self.db.transaction() as s:
                 won = ApprovalRepository(s).mark_reminded(request_id, now=now)

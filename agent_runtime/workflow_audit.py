@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agent_runtime.gate import thread_of
+from agent_runtime.call_identity import thread_of
 from store.db import Database
 from store.repositories import AuditRepository
 

@@ -1,5 +1,6 @@
-"""The queries background maintenance runs: what a dead process left unfinished, and what
-retention may delete. Read-mostly; the guarded updates that win races are in ``repositories``."""
+"""The queries background maintenance runs: what is due (expiry, reminders, cards never
+posted), what a dead process left unfinished, and what retention may delete. Read-mostly; the
+guarded updates that win races are in ``repositories``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import datetime as dt
 
 from sqlalchemy import Select, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import ApprovalRequest, Run
-from store.statuses import FINISHED_RUN, OPEN_REQUEST, RequestStatus, RunStatus
+from store.statuses import FINISHED_RUN, OPEN_REQUEST, UNFINISHED_RUN, RequestStatus, RunStatus
 
 
 class MaintenanceQueries:
@@ -94,3 +96,48 @@ class MaintenanceQueries:
     @staticmethod
     def _open_runs() -> Select[str]:
         return select(ApprovalRequest.run_id).where(ApprovalRequest.status.in_(OPEN_REQUEST))
+
+    def without_card(
+        self, *, created_before: dt.datetime, limit: int = 100
+    ) -> list[tuple[str, str]]:
+        """(request id, run id) of pending requests of unfinished runs whose card reference
+        was never stored (requests reviewed in a digest have no card)."""
+        stmt = (
+            select(ApprovalRequest.id, ApprovalRequest.run_id)
+            .join(Run, Run.id == ApprovalRequest.run_id)
+            .where(
+                ApprovalRequest.status == RequestStatus.PENDING,
+                Run.status.in_(UNFINISHED_RUN),
+                ApprovalRequest.card_ts.is_(None),
+                ApprovalRequest.digest_channel.is_(None),  # listed in a digest, no card
+                ApprovalRequest.created_at <= created_before,
+            )
+            .order_by(ApprovalRequest.created_at)
+            .limit(limit)
+        )
+        return [(row[0], row[1]) for row in self.session.execute(stmt)]
+
+    def due_for_expiry(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
+        """Pending requests of unfinished runs past their expiry, oldest deadline first."""
+        return self._pending_where(ApprovalRequest.expires_at <= now, limit=limit)
+
+    def due_for_reminder(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
+        """Pending requests of unfinished runs whose reminder time passed and that were never
+        reminded."""
+        return self._pending_where(
+            ApprovalRequest.remind_at <= now, ApprovalRequest.reminded_at.is_(None), limit=limit
+        )
+
+    def _pending_where(self, *conditions: ColumnElement[bool], limit: int) -> list[str]:
+        """Pending requests of runs still under way (one its run ended without closing is
+        the reconciler's to close, not anyone's to review or be told of)."""
+        stmt = (
+            select(ApprovalRequest.id)
+            .join(Run, Run.id == ApprovalRequest.run_id)
+            .where(
+                ApprovalRequest.status == RequestStatus.PENDING,
+                Run.status.in_(UNFINISHED_RUN),
+                *conditions,
+            )
+        )
+        return list(self.session.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(limit)))

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from sqlalchemy import Update, bindparam, case, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.sql.elements import BindParameter, ColumnElement
+from sqlalchemy.sql.elements import BindParameter
 
 from store import pending_slots
 from store.audit_log import AuditRepository, clean_text
 from store.db import affected
 from store.decision_repository import DecisionRepository
-from store.models import Action, ApprovalRequest, Decision, Run, utcnow
+from store.models import Action, ApprovalRequest, Decision, utcnow
 from store.run_repository import RunRepository
-from store.statuses import OPEN_REQUEST, UNFINISHED_RUN, RequestStatus
+from store.statuses import OPEN_REQUEST, RequestStatus
 
 # Each repository lives in a module of its own (the audit log's beside its chain); callers
 # find these here. A request's claim and its lease have theirs: store.claim_repository.
@@ -183,48 +183,6 @@ class ApprovalRepository:
             .execution_options(populate_existing=True)
         )
         return list(self.session.scalars(stmt))
-
-    def without_card(
-        self, *, created_before: dt.datetime, limit: int = 100
-    ) -> list[tuple[str, str]]:
-        """(request id, run id) of pending requests whose card reference was never stored
-        (requests reviewed in a digest have no card)."""
-        stmt = (
-            select(ApprovalRequest.id, ApprovalRequest.run_id)
-            .where(
-                ApprovalRequest.status == RequestStatus.PENDING,
-                ApprovalRequest.card_ts.is_(None),
-                ApprovalRequest.digest_channel.is_(None),  # listed in a digest, no card
-                ApprovalRequest.created_at <= created_before,
-            )
-            .order_by(ApprovalRequest.created_at)
-            .limit(limit)
-        )
-        return [(row[0], row[1]) for row in self.session.execute(stmt)]
-
-    def due_for_expiry(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
-        """Pending requests past their expiry, oldest deadline first."""
-        return self._pending_where(ApprovalRequest.expires_at <= now, limit=limit)
-
-    def due_for_reminder(self, now: dt.datetime, *, limit: int = 100) -> list[str]:
-        """Pending requests whose reminder time passed and that were never reminded."""
-        return self._pending_where(
-            ApprovalRequest.remind_at <= now, ApprovalRequest.reminded_at.is_(None), limit=limit
-        )
-
-    def _pending_where(self, *conditions: ColumnElement[bool], limit: int) -> list[str]:
-        """Pending requests of runs still under way (one its run ended without closing is
-        the reconciler's to close, not anyone's to review or be told of)."""
-        stmt = (
-            select(ApprovalRequest.id)
-            .join(Run, Run.id == ApprovalRequest.run_id)
-            .where(
-                ApprovalRequest.status == RequestStatus.PENDING,
-                Run.status.in_(UNFINISHED_RUN),
-                *conditions,
-            )
-        )
-        return list(self.session.scalars(stmt.order_by(ApprovalRequest.expires_at).limit(limit)))
 
     def mark_reminded(self, request_id: str, *, now: dt.datetime) -> bool:
         """Only one replica sends a request's reminder: the one whose update wins."""

@@ -13,8 +13,9 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode
 from sqlalchemy import select
 
+from agent_runtime.call_identity import server_thread_id
 from agent_runtime.catalog import ToolCatalog
-from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused, server_thread_id
+from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
@@ -543,7 +544,10 @@ def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
         if first_finishes:
             assert outcomes["second"] == "sent", "its result, kept: nothing ran again"
         else:
-            assert "this very call is already running" in outcomes["second"]
+            assert outcomes["second"].startswith("Not run again: this very send_external_message")
+            assert [e.reason for e in blocked(env)] == [
+                "this very call is already running (it was started twice at once)"
+            ]
         assert env.notes.blocked == [], "nothing was blocked that the thread must hear of"
         with env.db.transaction() as s:
             spent = s.scalars(select(ActionExecution.action_id)).all()

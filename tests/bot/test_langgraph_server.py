@@ -30,8 +30,8 @@ from langgraph_sdk.errors import InternalServerError
 from sqlalchemy import select
 
 from agent_runtime.agents.workspace import Workspace
+from agent_runtime.call_identity import server_thread_id
 from agent_runtime.errors import AgentLoadError
-from agent_runtime.gate import server_thread_id
 from agent_runtime.remote_runtime import RemoteRunFailed
 from bot.errors import REFUSALS
 from bot.sandbox import people
