@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from langchain_core.tools import ToolException
 
@@ -38,7 +38,9 @@ BLOCKED_EVENT = "ungated_call_blocked"
 
 
 class GateRefused(ToolException):
-    """A gated call without a matching approval: nothing ran. The agent reads this text."""
+    """A gated call without a matching approval: nothing ran for it (a duplicate of a call
+    still running is refused too, without denying that call's effect). The agent reads this
+    text."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ class EffectGate:
 
     def _refuse(
         self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
-    ) -> Grant:
+    ) -> NoReturn:
         """Audit, tell the run's thread, and make the agent read why nothing ran."""
         view = self._audit_refusal(run_id, tool_name, args, reason)
         if view is not None:
@@ -232,7 +234,7 @@ class EffectGate:
             "people approve exactly that call in Slack; do not try to get around the review."
         )
 
-    def _refuse_duplicate(self, run_id: str, tool_name: str, args: dict[str, Any]) -> Grant:
+    def _refuse_duplicate(self, run_id: str, tool_name: str, args: dict[str, Any]) -> NoReturn:
         """This very call runs already (started twice at once): audited, but nothing was
         blocked that people need to hear of, and the agent is not told the effect did not
         happen (the first run may be doing it now)."""

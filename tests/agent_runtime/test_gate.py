@@ -555,3 +555,34 @@ def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_call_whose_own_approval_another_call_spent_is_refused_and_the_thread_told(env):
+    """Two identical calls approved in one batch; a third call with the same arguments (no
+    approval reviewed as it) spends the first call's. The first call then spends nothing, not
+    even the second call's approval, and is refused as usual, with a notice in the thread."""
+    run_id, _action = paused_run(env, f"{SEND}\n{SEND}")
+    with env.db.transaction() as s:
+        first, second = s.scalars(select(ApprovalRequest)).one().actions
+        first.outcome = second.outcome = "approved"
+        own, other = first.tool_call_id, second.tool_call_id
+    resuming(env, run_id)
+    effects: list[str] = []
+
+    def send(call_id: str) -> str:
+        return env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: effects.append(call_id) or "sent",
+            tool_call_id=call_id,
+        )
+
+    assert send("call_unreviewed") == "sent"
+    with pytest.raises(GateRefused, match="already used by another call"):
+        send(own)
+    assert [reason for _run, _tool, reason in env.notes.blocked] == [
+        "its approval was already used by another call"
+    ]
+    assert send(other) == "sent", "the second call's approval is still its own"
+    assert effects == ["call_unreviewed", other]

@@ -3,6 +3,7 @@ that has ended could still be clicked, and a run ended twice tells its thread tw
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from agent_runtime.views import ApprovalView
 from store.audit_log import AuditRepository
 from store.claim_repository import ClaimRepository
 from store.executions import ExecutionRepository
+from store.models import utcnow
 from store.repositories import ApprovalRepository, RunRepository
 from store.statuses import ActionOutcome, RequestStatus, RunStatus
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, SEND, Env, decide, make_env
@@ -305,3 +307,29 @@ def test_a_refused_attempt_on_a_closed_approval_redraws_its_card(
     assert [(c.id, c.status) for c in env.notes.updated[drawn:]] == [
         (change.id, RequestStatus.INVALIDATED)
     ]
+
+
+def test_an_approval_an_ended_run_left_without_a_card_is_closed_not_posted(
+    tmp_path: Path,
+) -> None:
+    """Its card was never posted (a lost answer) and its run ended by an older version: the
+    next round closes it, and posts no card with buttons for it."""
+    now = [utcnow()]
+    env = make_env(tmp_path, agent=PER_CALL, clock=lambda: now[0])
+    try:
+        run_id, _send, change = two_cards(env)
+        with env.db.transaction() as s:
+            request = ApprovalRepository(s).get(change.id)
+            run = RunRepository(s).get(run_id)
+            assert request is not None and run is not None
+            request.card_channel = request.card_ts = None
+            RunRepository(s).set_status(run, RunStatus.FAILED, result_text="The agent failed")
+        now[0] += dt.timedelta(minutes=5)  # past the wait before a card is posted again
+        posted = len(env.notes.requested)
+        result = env.engine.reconcile()
+        assert (result.closed, result.cards_posted) == (2, 0)
+        assert len(env.notes.requested) == posted
+        assert request_of(env, change.id)[0] == RequestStatus.INVALIDATED
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
