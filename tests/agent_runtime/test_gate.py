@@ -15,44 +15,25 @@ from sqlalchemy import select
 
 from agent_runtime.call_identity import server_thread_id
 from agent_runtime.catalog import ToolCatalog
-from agent_runtime.gate import BLOCKED_EVENT, EffectGate, GateRefused
+from agent_runtime.gate import EffectGate, GateRefused
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
-from store.audit_models import AuditEvent
 from store.models import Action, ActionExecution, ApprovalRequest, Run
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
-from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, SEND, decide, make_env, paused_run
-
-SEND_ARGS = {"recipient": "a@example.com", "text": "hi"}
+from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
+from tests.agent_runtime.gate_helpers import (
+    SEND_ARGS,
+    approved_and_resuming,
+    blocked,
+    config,
+    resuming,
+)
 
 
 @pytest.fixture
 def env(tmp_path):  # type: ignore[no-untyped-def]
     return make_env(tmp_path)
-
-
-def config(run_id: str) -> dict:
-    return {"configurable": {"thread_id": run_id}}
-
-
-def resuming(env, run_id: str) -> None:  # type: ignore[no-untyped-def]
-    """Put the run's request in the state a resume holds it in, as the engine's claim does."""
-    with env.db.transaction() as s:
-        for request in s.scalars(select(ApprovalRequest).where(ApprovalRequest.run_id == run_id)):
-            request.status = "resuming"
-
-
-def approved_and_resuming(env, run_id: str) -> None:  # type: ignore[no-untyped-def]
-    """The run's one action approved and its request being resumed, as a resume holds it."""
-    with env.db.transaction() as s:
-        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-    resuming(env, run_id)
-
-
-def blocked(env) -> list[AuditEvent]:  # type: ignore[no-untyped-def]
-    with env.db.transaction() as s:
-        return list(s.scalars(select(AuditEvent).where(AuditEvent.kind == BLOCKED_EVENT)))
 
 
 def test_a_gated_call_without_any_approval_is_refused_audited_and_told(env):
@@ -287,43 +268,6 @@ def test_a_tool_the_catalog_cannot_see_is_never_exempt(tmp_path):
         gate.run(config("run_x"), tool_name="publish", args={"channel": "internal"}, effect=str)
 
 
-def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, migrated_pg_url):
-    """Two processes' calls spend the same approval at the same moment: one effect, one
-    refusal, on the production store."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    env = make_env(tmp_path, url=migrated_pg_url)
-    try:
-        run_id, _action = paused_run(env)
-        with env.db.transaction() as s:
-            s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-        resuming(env, run_id)
-        start = threading.Barrier(8)
-        effects: list[str] = []
-
-        def call(n: int) -> str:
-            start.wait()
-            try:
-                return env.gate.run(
-                    config(run_id),
-                    tool_name="send_external_message",
-                    args=SEND_ARGS,
-                    effect=lambda: effects.append(f"c{n}") or "sent",
-                    tool_call_id=f"c{n}",
-                )
-            except GateRefused:
-                return "refused"
-
-        with ThreadPoolExecutor(8) as pool:
-            outcomes = list(pool.map(call, range(8)))
-        assert sorted(outcomes) == ["refused"] * 7 + ["sent"]
-        assert len(effects) == 1
-    finally:
-        close_checkpointer(env.runtime.checkpointer)
-        env.db.dispose()
-
-
 def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_path):
     from tests.agent_runtime import custom_graphs
 
@@ -468,121 +412,3 @@ def test_a_call_that_ran_before_its_run_ended_gets_its_result_back_not_a_refusal
         s.get(Run, run_id).status = "failed"
     assert (call(), calls) == ("sent", [1])
     assert blocked(env) == []
-
-
-@pytest.mark.parametrize("first_finishes", [False, True], ids=["still_running", "finished"])
-def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
-    tmp_path, migrated_pg_url, monkeypatch, first_finishes
-):
-    """Two identical calls approved in one batch, each its own approval. The first call runs
-    twice at the same moment (a server running a node twice): the second run waits for the
-    first's spend, then must not take the approval of the other call, which would run the
-    effect again under another operation id (its idempotency key differs). It gets the first
-    run's result if that is kept by then, and is refused as a duplicate otherwise (no notice
-    in the thread: nothing was blocked)."""
-    import threading
-
-    from store.executions import ExecutionRepository
-
-    env = make_env(tmp_path, url=migrated_pg_url)
-    try:
-        run_id, _action = paused_run(env, f"{SEND}\n{SEND}")
-        with env.db.transaction() as s:
-            first, second = s.scalars(select(ApprovalRequest)).one().actions
-            first.outcome = second.outcome = "approved"
-            named = first.tool_call_id
-            assert named and second.tool_call_id and named != second.tool_call_id
-        resuming(env, run_id)
-        spent_first = threading.Event()
-        second_tries = threading.Event()
-        real_start = ExecutionRepository.start
-
-        def start(self, action, *, key, tool_call_id):  # type: ignore[no-untyped-def]
-            if threading.current_thread().name == "second":
-                second_tries.set()  # then waits, in PostgreSQL, for the first's commit
-                spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
-                assert not first_finishes or first_done.wait(10)
-                return spent
-            spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
-            spent_first.set()
-            assert second_tries.wait(10), "the second run reached its spend"
-            return spent
-
-        monkeypatch.setattr(ExecutionRepository, "start", start)
-        outcomes: dict[str, str] = {}
-        second_done, first_done = threading.Event(), threading.Event()
-        effects: list[str] = []
-
-        def effect() -> str:  # lasts until the second run is answered, unless it finishes
-            effects.append(threading.current_thread().name)
-            assert first_finishes or second_done.wait(10)
-            return "sent"
-
-        def call() -> None:
-            me = threading.current_thread().name
-            if me == "second":
-                assert spent_first.wait(10)
-            try:
-                outcomes[me] = env.gate.run(
-                    config(run_id),
-                    tool_name="send_external_message",
-                    args=SEND_ARGS,
-                    effect=effect,
-                    tool_call_id=named,
-                )
-            except GateRefused as refused:
-                outcomes[me] = str(refused)
-            finally:
-                (second_done if me == "second" else first_done).set()
-
-        runs = [threading.Thread(target=call, name=n) for n in ("first", "second")]
-        for t in runs:
-            t.start()
-        for t in runs:
-            t.join(30)
-        assert outcomes["first"] == "sent" and effects == ["first"]
-        if first_finishes:
-            assert outcomes["second"] == "sent", "its result, kept: nothing ran again"
-        else:
-            assert outcomes["second"].startswith("Not run again: this very send_external_message")
-            assert [e.reason for e in blocked(env)] == [
-                "this very call is already running (it was started twice at once)"
-            ]
-        assert env.notes.blocked == [], "nothing was blocked that the thread must hear of"
-        with env.db.transaction() as s:
-            spent = s.scalars(select(ActionExecution.action_id)).all()
-        assert spent == [first.id], "the other call's approval is still its own"
-    finally:
-        close_checkpointer(env.runtime.checkpointer)
-        env.db.dispose()
-
-
-def test_a_call_whose_own_approval_another_call_spent_is_refused_and_the_thread_told(env):
-    """Two identical calls approved in one batch; a third call with the same arguments (no
-    approval reviewed as it) spends the first call's. The first call then spends nothing, not
-    even the second call's approval, and is refused as usual, with a notice in the thread."""
-    run_id, _action = paused_run(env, f"{SEND}\n{SEND}")
-    with env.db.transaction() as s:
-        first, second = s.scalars(select(ApprovalRequest)).one().actions
-        first.outcome = second.outcome = "approved"
-        own, other = first.tool_call_id, second.tool_call_id
-    resuming(env, run_id)
-    effects: list[str] = []
-
-    def send(call_id: str) -> str:
-        return env.gate.run(
-            config(run_id),
-            tool_name="send_external_message",
-            args=SEND_ARGS,
-            effect=lambda: effects.append(call_id) or "sent",
-            tool_call_id=call_id,
-        )
-
-    assert send("call_unreviewed") == "sent"
-    with pytest.raises(GateRefused, match="already used by another call"):
-        send(own)
-    assert [reason for _run, _tool, reason in env.notes.blocked] == [
-        "its approval was already used by another call"
-    ]
-    assert send(other) == "sent", "the second call's approval is still its own"
-    assert effects == ["call_unreviewed", other]

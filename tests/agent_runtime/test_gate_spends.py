@@ -1,0 +1,173 @@
+"""Which approval a gated call spends when calls race or repeat: one effect for one approval,
+and a call never takes an identical call's approval."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from agent_runtime.gate import GateRefused
+from agent_runtime.graph_runtime import close_checkpointer
+from store.models import ActionExecution, ApprovalRequest
+from tests.agent_runtime.engine_env import SEND, make_env, paused_run
+from tests.agent_runtime.gate_helpers import SEND_ARGS, blocked, config, resuming
+
+
+@pytest.fixture
+def env(tmp_path):  # type: ignore[no-untyped-def]
+    return make_env(tmp_path)
+
+
+def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, migrated_pg_url):
+    """Two processes' calls spend the same approval at the same moment: one effect, one
+    refusal, on the production store."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        with env.db.transaction() as s:
+            s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+        resuming(env, run_id)
+        start = threading.Barrier(8)
+        effects: list[str] = []
+
+        def call(n: int) -> str:
+            start.wait()
+            try:
+                return env.gate.run(
+                    config(run_id),
+                    tool_name="send_external_message",
+                    args=SEND_ARGS,
+                    effect=lambda: effects.append(f"c{n}") or "sent",
+                    tool_call_id=f"c{n}",
+                )
+            except GateRefused:
+                return "refused"
+
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(call, range(8)))
+        assert sorted(outcomes) == ["refused"] * 7 + ["sent"]
+        assert len(effects) == 1
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+@pytest.mark.parametrize("first_finishes", [False, True], ids=["still_running", "finished"])
+def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
+    tmp_path, migrated_pg_url, monkeypatch, first_finishes
+):
+    """Two identical calls approved in one batch, each its own approval. The first call runs
+    twice at the same moment (a server running a node twice): the second run waits for the
+    first's spend, then must not take the approval of the other call, which would run the
+    effect again under another operation id (its idempotency key differs). It gets the first
+    run's result if that is kept by then, and is refused as a duplicate otherwise (no notice
+    in the thread: nothing was blocked)."""
+    import threading
+
+    from store.executions import ExecutionRepository
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run_id, _action = paused_run(env, f"{SEND}\n{SEND}")
+        with env.db.transaction() as s:
+            first, second = s.scalars(select(ApprovalRequest)).one().actions
+            first.outcome = second.outcome = "approved"
+            named = first.tool_call_id
+            assert named and second.tool_call_id and named != second.tool_call_id
+        resuming(env, run_id)
+        spent_first = threading.Event()
+        second_tries = threading.Event()
+        real_start = ExecutionRepository.start
+
+        def start(self, action, *, key, tool_call_id):  # type: ignore[no-untyped-def]
+            if threading.current_thread().name == "second":
+                second_tries.set()  # then waits, in PostgreSQL, for the first's commit
+                spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
+                assert not first_finishes or first_done.wait(10)
+                return spent
+            spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
+            spent_first.set()
+            assert second_tries.wait(10), "the second run reached its spend"
+            return spent
+
+        monkeypatch.setattr(ExecutionRepository, "start", start)
+        outcomes: dict[str, str] = {}
+        second_done, first_done = threading.Event(), threading.Event()
+        effects: list[str] = []
+
+        def effect() -> str:  # lasts until the second run is answered, unless it finishes
+            effects.append(threading.current_thread().name)
+            assert first_finishes or second_done.wait(10)
+            return "sent"
+
+        def call() -> None:
+            me = threading.current_thread().name
+            if me == "second":
+                assert spent_first.wait(10)
+            try:
+                outcomes[me] = env.gate.run(
+                    config(run_id),
+                    tool_name="send_external_message",
+                    args=SEND_ARGS,
+                    effect=effect,
+                    tool_call_id=named,
+                )
+            except GateRefused as refused:
+                outcomes[me] = str(refused)
+            finally:
+                (second_done if me == "second" else first_done).set()
+
+        runs = [threading.Thread(target=call, name=n) for n in ("first", "second")]
+        for t in runs:
+            t.start()
+        for t in runs:
+            t.join(30)
+        assert outcomes["first"] == "sent" and effects == ["first"]
+        if first_finishes:
+            assert outcomes["second"] == "sent", "its result, kept: nothing ran again"
+        else:
+            assert outcomes["second"].startswith("Not run again: this very send_external_message")
+            assert [e.reason for e in blocked(env)] == [
+                "this very call is already running (it was started twice at once)"
+            ]
+        assert env.notes.blocked == [], "nothing was blocked that the thread must hear of"
+        with env.db.transaction() as s:
+            spent = s.scalars(select(ActionExecution.action_id)).all()
+        assert spent == [first.id], "the other call's approval is still its own"
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_a_call_whose_own_approval_another_call_spent_is_refused_and_the_thread_told(env):
+    """Two identical calls approved in one batch; a third call with the same arguments (no
+    approval reviewed as it) spends the first call's. The first call then spends nothing, not
+    even the second call's approval, and is refused as usual, with a notice in the thread."""
+    run_id, _action = paused_run(env, f"{SEND}\n{SEND}")
+    with env.db.transaction() as s:
+        first, second = s.scalars(select(ApprovalRequest)).one().actions
+        first.outcome = second.outcome = "approved"
+        own, other = first.tool_call_id, second.tool_call_id
+    resuming(env, run_id)
+    effects: list[str] = []
+
+    def send(call_id: str) -> str:
+        return env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: effects.append(call_id) or "sent",
+            tool_call_id=call_id,
+        )
+
+    assert send("call_unreviewed") == "sent"
+    with pytest.raises(GateRefused, match="already used by another call"):
+        send(own)
+    assert [reason for _run, _tool, reason in env.notes.blocked] == [
+        "its approval was already used by another call"
+    ]
+    assert send(other) == "sent", "the second call's approval is still its own"
+    assert effects == ["call_unreviewed", other]
