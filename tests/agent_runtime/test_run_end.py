@@ -144,6 +144,25 @@ def test_an_invalidated_approval_closes_its_runs_other_approval_and_tells_the_th
     assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
 
 
+def test_a_policy_change_found_while_the_run_works_leaves_it_as_it_was(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run holds its lock (the agent or a tool is working): the click is refused all the
+    same, and nothing is closed meanwhile; the next click, once the run waits, closes it."""
+    monkeypatch.setattr("agent_runtime.engine.CANCEL_WAIT_SECONDS", 0.2)
+    run_id, send, change = two_cards(env)
+    env.with_policy(version="2099-01-01")
+    with env.engine.locks.hold(run_id):
+        result = decide(env, action_id=send.actions[0].id, actor=REVIEWER, decision="approve")
+        assert result.refusal is Refusal.POLICY_CHANGED
+        assert request_of(env, send.id)[0] == RequestStatus.PENDING
+        assert run_status(env, run_id)[0] == RunStatus.WAITING
+    decide(env, action_id=send.actions[0].id, actor=REVIEWER, decision="approve")
+    assert request_of(env, send.id)[0] == RequestStatus.INVALIDATED
+    assert request_of(env, change.id)[0] == RequestStatus.INVALIDATED
+    assert [(r.id, r.status) for r in env.notes.finished] == [(run_id, RunStatus.FAILED)]
+
+
 def test_an_approval_claimed_before_its_run_ended_is_not_resumed(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
