@@ -118,9 +118,16 @@ def fail_at_stop(
     ApprovalRepository(s).finish(request, status=RequestStatus.INVALIDATED, outcome=reason)
     RunRepository(s).set_status(run, RunStatus.FAILED, result_text=reason)
     close_unresumed(s, others)
-    AuditRepository(s).record(
-        "run_failed", outcome="error", run_id=run.id, team_id=run.team_id, reason=reason
+    audit = AuditRepository(s)
+    audit.record(  # its own end, as any request's; ``reason`` quotes no argument
+        "invalidated",
+        outcome="error",
+        run_id=run.id,
+        request_id=request.id,
+        team_id=run.team_id,
+        reason=reason,
     )
+    audit.record("run_failed", outcome="error", run_id=run.id, team_id=run.team_id, reason=reason)
     view = run_view(run)
     return Told(view, audit_closed(s, others, run=view))
 

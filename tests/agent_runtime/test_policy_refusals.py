@@ -41,6 +41,14 @@ def test_a_run_is_stopped_after_too_many_calls_the_policy_refused(tmp_path):
         statuses = sorted(r.status for r in requests)
         assert statuses == ["invalidated"] + ["resolved"] * limit
         assert "run_failed" in kinds
+        (stopped,) = [r.id for r in requests if r.status == "invalidated"]
+        with env.db.transaction() as s:
+            ends = s.scalars(
+                select(AuditEvent.reason).where(
+                    AuditEvent.request_id == stopped, AuditEvent.kind == "invalidated"
+                )
+            ).all()
+        assert ends == [stored.result_text], "its own end is in its audit trail, as any other's"
         assert [f.id for f in env.notes.finished] == [run.id]
         assert env.notes.requested == []  # no card for any of them: nobody was asked
         assert env.workspace.effects() == []
