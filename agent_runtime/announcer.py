@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from agent_runtime.card_updates import CardUpdates
@@ -127,6 +127,11 @@ class Announcer:
         if now is not None:
             self.show_card(now)
 
+    def show_cards(self, views: Iterable[ApprovalView]) -> None:
+        """``show_card`` for each, e.g. the approvals a run's end closed."""
+        for view in views:
+            self.show_card(view)
+
     @contextmanager
     def showing_card(self, view: ApprovalView, *, after: float = 0.0) -> Iterator[None]:
         """Update the card while the body runs (a resume), not before it: the reviewer's
@@ -179,8 +184,7 @@ class Announcer:
         """Redraw cards whose message shows an older status (a crash between the two)."""
         with self.db.transaction() as s:
             views = [approval_view(r) for r in MaintenanceQueries(s).cards_out_of_date()]
-        for view in views:
-            self.show_card(view)
+        self.show_cards(views)
         return len(views)
 
     def ping(

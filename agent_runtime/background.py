@@ -103,8 +103,7 @@ class Background:
         for run_id in ended:
             with self.locks.hold(run_id), self.db.transaction() as s:
                 cards = close_left_open(s, run_id)
-            for card in cards:
-                self.announcer.show_card(card)
+            self.announcer.show_cards(cards)
             closed += len(cards)
         return closed
 

@@ -168,8 +168,7 @@ class ApprovalEngine(FacadeReads):
                 return self.cancels.refuse_busy(run_id, actor=actor, via=via)
             result = self.cancels.cancel(run_id, actor=actor, standing=standing, via=via)
         if result.cancelled:
-            for view in result.closed:
-                self.announcer.show_card(view)
+            self.announcer.show_cards(result.closed)
             if result.run is not None:
                 self.announcer.run_finished(result.run)
         return result

@@ -289,8 +289,7 @@ class Resumer:
             run=closed_run if closed_run is not None else drawn.run,
         )
         self.announcer.show_card(view)
-        for card in told.cards if told is not None else ():
-            self.announcer.show_card(card)
+        self.announcer.show_cards(told.cards if told is not None else ())
         return closed_run
 
 

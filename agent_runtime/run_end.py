@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from agent_runtime.policy import Policy
 from agent_runtime.recording import audit_text
+from agent_runtime.resume_records import audit_request_end
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from store.models import ApprovalRequest, Run
 from store.pending_reads import RunRecord
@@ -111,23 +112,23 @@ def audit_run_end(
 
 
 def fail_at_stop(
-    s: Session, run: Run, request: ApprovalRequest, *, reason: str, others: list[ApprovalRequest]
+    s: Session,
+    run: Run,
+    request: ApprovalRequest,
+    *,
+    reason: str,
+    others: list[ApprovalRequest],
+    policy: Policy,
 ) -> Told:
     """Fail a run where it stopped (its row locked), with the request just recorded there and
     its other pending approvals (locked by ``lock_pending``) closed unresumed."""
     ApprovalRepository(s).finish(request, status=RequestStatus.INVALIDATED, outcome=reason)
     RunRepository(s).set_status(run, RunStatus.FAILED, result_text=reason)
     close_unresumed(s, others)
-    audit = AuditRepository(s)
-    audit.record(  # its own end, as any request's; ``reason`` quotes no argument
-        "invalidated",
-        outcome="error",
-        run_id=run.id,
-        request_id=request.id,
-        team_id=run.team_id,
-        reason=reason,
+    audit_request_end(s, request, status=RequestStatus.INVALIDATED, outcome=reason, policy=policy)
+    AuditRepository(s).record(
+        "run_failed", outcome="error", run_id=run.id, team_id=run.team_id, reason=reason
     )
-    audit.record("run_failed", outcome="error", run_id=run.id, team_id=run.team_id, reason=reason)
     view = run_view(run)
     return Told(view, audit_closed(s, others, run=view))
 

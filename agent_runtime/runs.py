@@ -209,7 +209,9 @@ class RunLifecycle:
                     "Stopped: the agent kept proposing calls the approval policy refuses ("
                     f"{stopping.refused} times in a row). None of them ran."
                 )
-                stopped = fail_at_stop(s, run, request, reason=reason, others=stopping.others)
+                stopped = fail_at_stop(
+                    s, run, request, reason=reason, others=stopping.others, policy=self.policy
+                )
                 return _Recorded(request.id, decided=False, stopped=stopped)
             # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
             decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
@@ -252,8 +254,7 @@ class RunLifecycle:
 
     def _tell(self, told: Told) -> None:
         """The cards a run's end closed, then its thread."""
-        for card in told.cards:
-            self.announcer.show_card(card)
+        self.announcer.show_cards(told.cards)
         self.announcer.run_finished(told.run)
 
 

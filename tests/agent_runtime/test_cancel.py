@@ -156,6 +156,9 @@ class FakeAnnouncer:
     def show_card(self, view: Any) -> None:
         self.shown.append(view.id)
 
+    def show_cards(self, views: Any) -> None:
+        self.shown.extend(view.id for view in views)
+
     def run_finished(self, run: Any) -> None:
         self.finished.append(run.id)
 

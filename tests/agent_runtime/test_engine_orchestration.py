@@ -65,6 +65,9 @@ class FakeAnnouncer:
     def show_card(self, view: Any) -> None:
         self.shown.append(view.id)
 
+    def show_cards(self, views: Any) -> None:
+        self.shown.extend(view.id for view in views)
+
     @contextmanager
     def showing_card(self, view: Any, *, after: float = 0.0) -> Iterator[None]:
         self.shown.append(view.id)
