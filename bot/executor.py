@@ -1,4 +1,5 @@
-"""Our own bounded worker pool: Bolt's listener threads only ack, the work runs here."""
+"""Our own pools: slow work (decisions, runs) in a bounded one, and what answers a user in
+Slack right after an ack (a modal opened, a page turned) in the listeners' own."""
 
 from __future__ import annotations
 
@@ -84,12 +85,17 @@ class BoundedExecutor:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
-class ListenerPool(ThreadPoolExecutor):
-    """Bolt's listener threads, counted: what a listener does after its ack (a busy notice, an
-    audit row, handing work to the worker pool) finishes before shutdown closes the store."""
+LISTENER_THREADS = 16
 
-    def __init__(self, *, workers: int) -> None:
-        super().__init__(max_workers=workers, thread_name_prefix="bolt-listener")
+
+class ListenerPool(ThreadPoolExecutor):
+    """What a listener does after its ack that answers the user in Slack at once (``views.open``
+    while its trigger id lives), counted, so that it finishes before shutdown closes the store.
+    Listeners run in the thread that answers Slack's request (see ``bot.app.bolt_app``) and
+    hand this work over: however long Slack takes to open a modal, no ack waits on it."""
+
+    def __init__(self, *, workers: int = LISTENER_THREADS) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="after-ack")
         self._tasks = InFlight()
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:

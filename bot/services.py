@@ -18,7 +18,7 @@ from bot.ack_first import AckFirst
 from bot.directory import UsergroupDirectory
 from bot.doorbell import Doorbell
 from bot.errors import BUSY_CLICK, user_message
-from bot.executor import BoundedExecutor
+from bot.executor import BoundedExecutor, ListenerPool
 from bot.handoff import Handoff
 from bot.inbox_writer import InboxWriter
 from bot.metrics import Metrics
@@ -85,6 +85,8 @@ class BotServices:
     """Publishes and refreshes users' Home tabs."""
     ack_first: AckFirst = field(default_factory=AckFirst)
     """Requests being answered, for which the inbox workers hold back on a burst."""
+    listeners: ListenerPool = field(default_factory=ListenerPool)
+    """What listeners do after their ack that answers the user at once (``after_ack``)."""
 
     def slack(self, team_id: str | None) -> WebClient:
         """The client of that workspace (raises ``WorkspaceNotInstalled`` if there is none)."""
@@ -117,6 +119,12 @@ class BotServices:
             return True
         self.metrics.inc("busy_refusals")
         return False
+
+    def after_ack(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        """A listener's work after its ack that answers its user in Slack at once (a modal to
+        open while its trigger id lives, a page to turn): never on the thread that answers
+        Slack, never behind slow work; an error in it reaches the user."""
+        self.listeners.submit(self._guarded, drop, fn, *args, **kwargs)
 
     def run(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> bool:
         """``submit`` a listener's work so that an error in it reaches its user."""

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import select
 
 from bot import inbox_runner
-from bot.app import LISTENER_THREADS
 from bot.errors import AUDIT_UNWRITABLE, BUSY, BUSY_CLICK, BUSY_SUBMISSION, GAVE_UP
+from bot.executor import LISTENER_THREADS
 from bot.ids import ActionId, CallbackId
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
@@ -368,3 +368,34 @@ def test_an_unreadable_stored_item_is_failed_once_not_worked_on_again(serve_bot,
         item = s.scalars(select(InboxItem)).one()
         assert (item.status, item.attempts) == (InboxStatus.FAILED, 1)
         assert (item.last_error or "").startswith("unreadable")
+
+
+def test_an_approve_is_acked_and_decided_while_every_modal_being_opened_waits_on_slack(
+    serve_bot, sqlite_url
+):
+    """A reviewer's Approve is acked by the thread that answers Slack's request: more modals
+    being opened than there are threads for work after an ack, each held by a slow
+    ``views.open``, keep no click waiting for its ack (Bolt answers a late one with a 404)."""
+    h = serve_bot(sqlite_url)
+    _root, card = start_run(h, SEND)
+    clicked_root, clicked = start_run(h, SEND)
+    modals = LISTENER_THREADS + 2
+    held = [h.sandbox.misbehave("views.open", hold=True) for _ in range(modals)]
+    reject = button(card, "Reject")
+    try:
+        replies = [
+            h.driver.click(user=people.RELEASE_MANAGER, message=card, button=reject).status
+            for _ in range(modals)
+        ]
+        assert replies == [200] * modals
+        assert all(each.reached.wait(TIMEOUT) for each in held[:LISTENER_THREADS])
+
+        approve = button(clicked, "Approve")
+        reply = h.driver.click(user=people.RELEASE_MANAGER, message=clicked, button=approve)
+        assert reply.status == 200
+        assert result_message(h, clicked_root).text.startswith("Run ")
+    finally:
+        for each in held:
+            each.release.set()
+    assert h.bot.listeners.wait_idle(timeout=TIMEOUT)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]

@@ -10,8 +10,8 @@ from bot.services import Drop, services_of
 
 
 def on_approvals_page(ack: Ack, context: BoltContext, respond: Respond) -> None:
-    ack()
     click = payload_of(context, Click)
+    ack()
     services = services_of(context)
     drop = Drop(
         actor=click.actor, what=click.action.action_id, channel=click.channel_id, reply=respond

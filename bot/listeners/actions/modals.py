@@ -1,6 +1,8 @@
 """Buttons that open a modal: Reject, Edit, Respond, View full arguments.
 
 The trigger id lives 3 seconds, so only a quick read-only check comes before ``views.open``.
+Each listener acks, then hands the rest to ``BotServices.after_ack``: a slow ``views.open``
+keeps no other click from its ack.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ def _open_for_decision(ack: Ack, context: BoltContext, client: WebClient, *, dec
     ack()
     services = services_of(context)
     services.metrics.inc("clicks")
+    action_id, _seen = parse_choice(click.action.value)
+    drop = click.drop(action_id=action_id)
+    services.after_ack(drop, _decision_form, services, client, click, decision=decision)
+
+
+def _decision_form(
+    services: BotServices, client: WebClient, click: Click, *, decision: str
+) -> None:
+    """The form of a Reject, Edit or Respond, or the refusal of the click, explained."""
     action_id, seen = parse_choice(click.action.value)
     actor, channel = click.actor, click.channel_id
     refusal: Refusal | None = services.engine.check(
@@ -106,6 +117,10 @@ def on_view_args(ack: Ack, context: BoltContext, client: WebClient) -> None:
     click = payload_of(context, Click)
     ack()
     services = services_of(context)
+    services.after_ack(click.drop(), _arguments, services, client, click)
+
+
+def _arguments(services: BotServices, client: WebClient, click: Click) -> None:
     approval, target = _target(services, click.action.value)
     if (
         target is None
@@ -128,6 +143,10 @@ def on_view_args_page(ack: Ack, context: BoltContext, client: WebClient) -> None
     click = payload_of(context, Click)
     ack()
     services = services_of(context)
+    services.after_ack(click.drop(), _arguments_page, services, client, click)
+
+
+def _arguments_page(services: BotServices, client: WebClient, click: Click) -> None:
     action_id, _, page = click.action.value.partition(":")
     _approval, target = _target(services, action_id)
     view_id = click.view.id if click.view else None

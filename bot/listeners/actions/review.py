@@ -60,6 +60,10 @@ def on_review_all(ack: Ack, context: BoltContext, client: WebClient) -> None:
     click = payload_of(context, Click)
     ack()
     services = services_of(context)
+    services.after_ack(click.drop(), _open_review, services, client, click)
+
+
+def _open_review(services: BotServices, client: WebClient, click: Click) -> None:
     approval_id = click.action.value[:64]
     approval = services.engine.approval(approval_id)
     if approval is None or not _in_channel(services, approval_id, click):
@@ -71,6 +75,10 @@ def on_review_page(ack: Ack, context: BoltContext, client: WebClient) -> None:
     click = payload_of(context, Click)
     ack()
     services = services_of(context)
+    services.after_ack(click.drop(), _turn_review_page, services, client, click)
+
+
+def _turn_review_page(services: BotServices, client: WebClient, click: Click) -> None:
     approval_id, _, page = click.action.value.partition(":")
     view_id = click.view.id if click.view else None
     if not view_id or not (page.isascii() and page.isdigit()):
