@@ -26,6 +26,9 @@ class DecisionResult:
     """When ``completed``: the request as the claim left it, read under its row lock in the
     claiming transaction, so that the resumer need not read it again (it checks only that
     the claim and the run are unchanged)."""
+    run_held: bool = False
+    """When ``completed``: the caller's ``hold_run`` took the run's thread lock before the
+    claim was committed, so nobody changed the claim or the run since ``claimed`` was read."""
 
 
 @dataclass(frozen=True)

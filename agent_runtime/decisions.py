@@ -95,8 +95,17 @@ class DecisionRecorder:
         with self.db.transaction() as s:
             return DecisionRepository(s).of_attempt(request_id, attempt_key)
 
-    def record(self, *, action_id: str, attempt: Attempt) -> DecisionResult:
-        """Authorize and record one decision; claim the request if it was the last needed."""
+    def record(
+        self,
+        *,
+        action_id: str,
+        attempt: Attempt,
+        hold_run: Callable[[str], bool] | None = None,
+    ) -> DecisionResult:
+        """Authorize and record one decision; claim the request if it was the last needed.
+        ``hold_run``: called with the run's id once the claim is taken, before its commit;
+        ``True`` if the caller now holds the run's thread lock (it must not wait for it: the
+        request's row lock is held meanwhile)."""
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:
             repos = ApprovalRepository(s)
@@ -136,6 +145,7 @@ class DecisionRecorder:
             claimed = all(a.outcome for a in request.actions) and self.claims.claim(
                 s, request.id, loaded=request
             )
+            run_held = False
             if claimed:
                 AuditRepository(s).record(
                     "resume_claimed",
@@ -143,6 +153,7 @@ class DecisionRecorder:
                     request_id=request.id,
                     detail={"owner": self.claims.owner},
                 )
+                run_held = hold_run is not None and hold_run(request.run_id)
             else:  # still pending, one decision more: the card shows one fewer until drawn
                 repos.forget_card(request.id, shows=RequestStatus.PENDING)
             signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
@@ -153,6 +164,7 @@ class DecisionRecorder:
                 completed=claimed,
                 progressed=progressed,
                 claimed=request if claimed else None,
+                run_held=run_held,
             )
 
     @staticmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from langgraph.types import StateSnapshot
@@ -118,11 +119,14 @@ class ApprovalEngine(FacadeReads):
         *,
         recovering: bool = False,
         claimed: ApprovalRequest | None = None,
+        unchanged: bool = False,
     ) -> None:
         resumed = observed(
             self.observer,
             request_id,
-            lambda: self.resumer.resume(request_id, recovering=recovering, claimed=claimed),
+            lambda: self.resumer.resume(
+                request_id, recovering=recovering, claimed=claimed, unchanged=unchanged
+            ),
         )
         if resumed.ended is not None:
             self.announcer.run_finished(resumed.ended)
@@ -239,28 +243,42 @@ class ApprovalEngine(FacadeReads):
             via=via,
             attempt_key=attempt_key,
         )
-        result = self.decisions.record(action_id=action_id, attempt=attempt)
-        current = result.current
-        if result.refusal is Refusal.POLICY_CHANGED and current is not None:
-            self._invalidate_for_policy(current)
-        if result.refusal in _REDRAWN and current is not None:
-            # e.g. a card drawn before versions were on buttons, or redrawn by a late update
-            self.announcer.show_card(current)
-        if result.approval is not None:
-            fault_point("after_decision")
-            if result.completed:
-                after = self.resuming_card_after.total_seconds()
-                with self.announcer.showing_card(result.approval, after=after):
-                    self._resume(
-                        result.approval.id, run_id=result.approval.run.id, claimed=result.claimed
+        with ExitStack() as held:  # the run's lock, if the decision took it
+            result = self.decisions.record(
+                action_id=action_id,
+                attempt=attempt,
+                hold_run=lambda run_id: held.enter_context(self.locks.try_hold(run_id)),
+            )
+            current = result.current
+            if result.refusal is Refusal.POLICY_CHANGED and current is not None:
+                self._invalidate_for_policy(current)
+            if result.refusal in _REDRAWN and current is not None:
+                # e.g. a card drawn before versions were on buttons, or redrawn by a late update
+                self.announcer.show_card(current)
+            if result.approval is not None:
+                fault_point("after_decision")
+                if result.completed:
+                    self._resume_decided(result.approval, result)
+                    return result
+                self.announcer.show_card(result.approval)
+                if ping and result.progressed:
+                    self.ping_reviewers(
+                        result.approval.id, action_ids=result.progressed, after=actor.user_id
                     )
-                return result
-            self.announcer.show_card(result.approval)
-            if ping and result.progressed:
-                self.ping_reviewers(
-                    result.approval.id, action_ids=result.progressed, after=actor.user_id
-                )
         return result
+
+    def _resume_decided(self, approval: ApprovalView, result: DecisionResult) -> None:
+        """Resume what a decision completed, its card shown meanwhile: under the run's lock
+        if the decision took it before its commit (then nobody changed the claim or the run
+        since the decision read them), else once the lock is free."""
+        after = self.resuming_card_after.total_seconds()
+        with self.announcer.showing_card(approval, after=after):
+            if result.run_held:
+                self._resume_locked(
+                    approval.run.id, approval.id, claimed=result.claimed, unchanged=True
+                )
+            else:
+                self._resume(approval.id, run_id=approval.run.id, claimed=result.claimed)
 
     def _invalidate_for_policy(self, current: ApprovalView) -> None:
         """Close a card decided under an older policy, and its run with it: under the run's

@@ -79,6 +79,7 @@ class Resumer:
         *,
         recovering: bool = False,
         claimed: ApprovalRequest | None = None,
+        unchanged: bool = False,
     ) -> Resumed:
         """Resume the thread of a request this process claimed, once, after checking the
         checkpoint. The caller holds the run's thread lock.
@@ -92,8 +93,10 @@ class Resumer:
         what ran is told, never denied.
 
         ``claimed``: the request as the decision that claimed it read it, under its row lock;
-        used as it is only while its claim and its run are still as that read left them."""
-        request = self._current(request_id, claimed)
+        used as it is only while its claim and its run are still as that read left them;
+        ``unchanged``: they are, as the caller knows (it took the run's lock before the claim
+        was committed), and they are not looked at again."""
+        request = self._current(request_id, claimed, unchanged=unchanged)
         if request is not None and _cancelled(request):
             return self._cancelled(request)
         if request is None or not self.claims.held(request):
@@ -162,7 +165,9 @@ class Resumer:
         )
         return Resumed(ended=ended, run_failed=reason)
 
-    def _current(self, request_id: str, claimed: ApprovalRequest | None) -> ApprovalRequest | None:
+    def _current(
+        self, request_id: str, claimed: ApprovalRequest | None, *, unchanged: bool = False
+    ) -> ApprovalRequest | None:
         """The request now. Once claimed, nothing changes its actions or decisions (they are
         taken only while it is pending): what may have changed since ``claimed`` was read is
         its claim (taken over), its run (cancelled or ended), and its card's reference and
@@ -170,6 +175,8 @@ class Resumer:
         from the row it closes, and the status it wrote. That read is one statement: its own
         transaction, with no BEGIN and COMMIT on the click's path."""
         if claimed is not None and claimed.id == request_id:
+            if unchanged:
+                return claimed
             with self.db.single() as s:
                 now = ClaimRepository(s).claim_state(request_id)
             if now == (claimed.status, claimed.claimed_by, claimed.run.status):

@@ -3,7 +3,9 @@ roles come from user groups, whichever process recorded the action."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +19,8 @@ from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.notifier import MessageRef
 from store.repositories import ApprovalRepository
+from store.statuses import RequestStatus
 from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
-from tests.wire import watching
 
 PUBLISH = 'publish_report {"path": "notes.md"}'  # release managers (users or S0RELMGR)
 GROUPIE = Actor("U0GROUPIE", "T1")  # a release manager through the S0RELMGR user group
@@ -175,27 +177,89 @@ def test_a_completing_decision_inserts_its_audit_events_in_one_statement(
         assert sum(e.startswith("INSERT INTO audit_events") for e in log) == 1
 
 
-def test_the_resumers_look_at_the_claim_is_its_own_transaction_on_postgresql(
-    migrated_pg_url: str, tmp_path: Path
+def status_of(env: Env, action_id: str) -> str:
+    with env.db.transaction() as s:
+        request = ApprovalRepository(s).get_by_action(action_id)
+        assert request is not None
+        return request.status
+
+
+def _until(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        threading.Event().wait(0.005)
+
+
+CLAIM_READ = "approval_requests.claimed_by, runs.status"
+"""The resumer's look at a request's claim and run, when another may have changed them."""
+
+
+def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_nothing_again(
+    world: tuple[Env, list[str]],
 ) -> None:
-    """The one short read between the claiming transaction and the resume: no BEGIN and
-    COMMIT round trips around it on the click's path."""
-    env = make_env(tmp_path, url=migrated_pg_url)
+    """The run's thread lock is taken, without waiting, inside the claiming transaction: from
+    its commit to the resume nobody can cancel or end the run (each of those holds the lock),
+    so the claim as the decision read it is the claim now, and the click's path has no read
+    of it."""
+    env, log = world
+    _run, action_id = paused_run(env)
+    attempt = _attempt(env, action_id, REVIEWER)
+    _watch(env, log)
+    event.listen(env.db.engine, "commit", lambda _conn: log.append("commit"))
+    log.clear()
+    result = env.engine.decide(
+        action_id=action_id, actor=REVIEWER, decision="approve", seen_hash=attempt.seen_hash
+    )
+    assert result.completed
+    assert not [e for e in log if CLAIM_READ in e], "the claim was read again"
+    assert env.notes.finished[-1].status == "completed"
+    if env.db.engine.dialect.name == "postgresql":
+        taken = next(i for i, e in enumerate(log) if "pg_try_advisory_lock" in e)
+        assert log.index("commit") > taken > log.index("begin"), log
+
+
+def test_a_decision_whose_run_is_busy_commits_at_once_and_reads_the_claim_under_the_lock(
+    world: tuple[Env, list[str]],
+) -> None:
+    """The run works (another resume, a cancel): the decision does not wait for it inside its
+    transaction. It commits, waits for the lock like any resume, and then looks again at the
+    claim and the run, which the holder may have changed."""
+    env, log = world
+    run_id, action_id = paused_run(env)
+    attempt = _attempt(env, action_id, REVIEWER)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_run() -> None:
+        with env.engine.locks.hold(run_id):
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_the_run)
+    holder.start()
+    assert holding.wait(30)
+    _watch(env, log)
+    deciding = threading.Thread(
+        target=env.engine.decide,
+        kwargs={
+            "action_id": action_id,
+            "actor": REVIEWER,
+            "decision": "approve",
+            "seen_hash": attempt.seen_hash,
+        },
+    )
+    log.clear()
+    deciding.start()
     try:
-        _run, action_id = paused_run(env)
-        attempt = _attempt(env, action_id, REVIEWER)
-        with watching(env.db) as wire:
-            result = env.engine.decide(
-                action_id=action_id,
-                actor=REVIEWER,
-                decision="approve",
-                seen_hash=attempt.seen_hash,
-            )
-        assert result.completed
-        assert wire.state_after("approval_requests.claimed_by, runs.status") == "I"
+        _until(lambda: status_of(env, action_id) == RequestStatus.RESUMING)
+        assert not [e for e in log if CLAIM_READ in e], "read before holding the lock"
     finally:
-        close_checkpointer(env.runtime.checkpointer)
-        env.db.dispose()
+        release.set()
+        holder.join(30)
+    deciding.join(30)
+    assert not deciding.is_alive()
+    assert [e for e in log if CLAIM_READ in e], "the claim must be read under the lock"
+    assert env.notes.finished[-1].status == "completed"
 
 
 def test_a_decision_writes_its_rows_before_the_audit_head_and_flushes_once(

@@ -30,10 +30,19 @@ class FakeResumer:
     resumed: list[tuple[str, bool]] = field(default_factory=list)
     invalidated: list[str] = field(default_factory=list)
 
+    unchanged: list[str] = field(default_factory=list)
+
     def resume(
-        self, request_id: str, *, recovering: bool = False, claimed: object = None
+        self,
+        request_id: str,
+        *,
+        recovering: bool = False,
+        claimed: object = None,
+        unchanged: bool = False,
     ) -> Resumed:
         self.resumed.append((request_id, recovering))
+        if unchanged:
+            self.unchanged.append(request_id)
         return self.outcomes.get(request_id, NOTHING)
 
     def invalidate(self, request_id: str, *, reason: str) -> None:
@@ -132,6 +141,28 @@ def test_the_last_decision_resumes_and_each_stop_is_recorded(tmp_path):
         (second.request_id, False),
     ], "a stop that needs no one is resumed at once"
     assert engine.runs.stops == [after, later]  # type: ignore[attr-defined]
+
+
+def test_a_decision_that_took_its_runs_lock_resumes_under_it_as_claimed(tmp_path):
+    """The decision's ``hold_run`` took the run's lock before its commit: the resume goes on
+    under that lock (the engine takes no other, which would wait for this one) and the claim
+    is not looked at again; a decision that did not take it leaves the look to the resumer."""
+    engine, seeded = engine_with_fakes(tmp_path, {})
+    view = view_of(engine, seeded)
+    taken: list[str] = []
+    hold = engine.locks.hold
+
+    def watched_hold(key: str):  # type: ignore[no-untyped-def]
+        taken.append(key)
+        return hold(key)
+
+    engine.locks.hold = watched_hold  # type: ignore[method-assign]
+    decided(engine, DecisionResult(refusal=None, approval=view, completed=True, run_held=True))
+    assert engine.resumer.unchanged == [seeded.request_id]  # type: ignore[attr-defined]
+    assert taken == []
+    decided(engine, DecisionResult(refusal=None, approval=view, completed=True))
+    assert engine.resumer.unchanged == [seeded.request_id]  # type: ignore[attr-defined]
+    assert taken == [view.run.id]
 
 
 def test_a_decision_that_completes_nothing_resumes_nothing(tmp_path):
