@@ -28,7 +28,9 @@ class DecisionResult:
     the claim and the run are unchanged)."""
     run_held: bool = False
     """When ``completed``: the caller's ``hold_run`` took the run's thread lock before the
-    claim was committed, so nobody changed the claim or the run since ``claimed`` was read."""
+    claim was committed, so nobody ended or cancelled the run, nor resumed or closed the
+    request, since ``claimed`` was read (each of those holds the lock; a take-over of a claim
+    whose lease ran out waits for it, and finds the request closed)."""
 
 
 @dataclass(frozen=True)

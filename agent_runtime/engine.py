@@ -247,7 +247,7 @@ class ApprovalEngine(FacadeReads):
             result = self.decisions.record(
                 action_id=action_id,
                 attempt=attempt,
-                hold_run=lambda run_id: held.enter_context(self.locks.try_hold(run_id)),
+                hold_run=lambda run_id: self._try_hold(run_id, into=held),
             )
             current = result.current
             if result.refusal is Refusal.POLICY_CHANGED and current is not None:
@@ -258,7 +258,7 @@ class ApprovalEngine(FacadeReads):
             if result.approval is not None:
                 fault_point("after_decision")
                 if result.completed:
-                    self._resume_decided(result.approval, result)
+                    self._resume_decided(result.approval, result, held=held)
                     return result
                 self.announcer.show_card(result.approval)
                 if ping and result.progressed:
@@ -267,16 +267,30 @@ class ApprovalEngine(FacadeReads):
                     )
         return result
 
-    def _resume_decided(self, approval: ApprovalView, result: DecisionResult) -> None:
+    def _try_hold(self, run_id: str, *, into: ExitStack) -> bool:
+        """The run's lock, if free now, kept in ``into``; if not, nothing of it is kept (a
+        lock held by this thread would stop its own resume from taking the lock later)."""
+        attempt = ExitStack()
+        if attempt.enter_context(self.locks.try_hold(run_id)):
+            into.push(attempt)
+            return True
+        attempt.close()
+        return False
+
+    def _resume_decided(
+        self, approval: ApprovalView, result: DecisionResult, *, held: ExitStack
+    ) -> None:
         """Resume what a decision completed, its card shown meanwhile: under the run's lock
-        if the decision took it before its commit (then nobody changed the claim or the run
-        since the decision read them), else once the lock is free."""
+        (``held``) if the decision took it before its commit (then nobody ended or cancelled
+        the run or closed the request since the decision read them), else once the lock is
+        free. The lock is let go before the card's update is waited for."""
         after = self.resuming_card_after.total_seconds()
         with self.announcer.showing_card(approval, after=after):
             if result.run_held:
-                self._resume_locked(
-                    approval.run.id, approval.id, claimed=result.claimed, unchanged=True
-                )
+                with held:
+                    self._resume_locked(
+                        approval.run.id, approval.id, claimed=result.claimed, unchanged=True
+                    )
             else:
                 self._resume(approval.id, run_id=approval.run.id, claimed=result.claimed)
 

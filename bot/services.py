@@ -120,11 +120,29 @@ class BotServices:
         self.metrics.inc("busy_refusals")
         return False
 
-    def after_ack(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
-        """A listener's work after its ack that answers its user in Slack at once (a modal to
-        open while its trigger id lives, a page to turn): never on the thread that answers
-        Slack, never behind slow work; an error in it reaches the user."""
-        self.listeners.submit(self._guarded, drop, fn, *args, **kwargs)
+    def after_ack(
+        self, drop: Drop | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> None:
+        """A listener's work after its ack, off the thread that answers Slack (whatever it
+        waits for, no answer waits with it): what answers its user at once (a modal to open
+        while its trigger id lives, a page to turn), or an event's work. An error in it
+        reaches the user of ``drop``, if any; it is logged. Never raises: once the listener
+        has acked, an error would replace the ack (see ``PayloadCheck.on_error``)."""
+        try:
+            if drop is None:
+                self.listeners.submit(self._logged, fn, *args, **kwargs)
+            else:
+                self.listeners.submit(self._guarded, drop, fn, *args, **kwargs)
+        except RuntimeError:  # the pool is shut down: the process is stopping
+            self.metrics.inc("busy_refusals")
+            logger.warning("stopping: %s not done", getattr(fn, "__name__", fn))
+
+    @staticmethod
+    def _logged(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            logger.exception("%s failed", getattr(fn, "__name__", fn))
 
     def run(self, drop: Drop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> bool:
         """``submit`` a listener's work so that an error in it reaches its user."""

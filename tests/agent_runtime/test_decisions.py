@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from agent_runtime.decisions import Attempt
 from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.notifier import MessageRef
+from store.locks import ThreadLocks
 from store.repositories import ApprovalRepository
 from store.statuses import RequestStatus
 from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
+from tests.wire import watching
 
 PUBLISH = 'publish_report {"path": "notes.md"}'  # release managers (users or S0RELMGR)
 GROUPIE = Actor("U0GROUPIE", "T1")  # a release manager through the S0RELMGR user group
@@ -219,27 +222,32 @@ def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_n
         assert log.index("commit") > taken > log.index("begin"), log
 
 
+@pytest.mark.parametrize("holder", ["this process", "another process"])
 def test_a_decision_whose_run_is_busy_commits_at_once_and_reads_the_claim_under_the_lock(
-    world: tuple[Env, list[str]],
+    world: tuple[Env, list[str]], holder: str
 ) -> None:
-    """The run works (another resume, a cancel): the decision does not wait for it inside its
-    transaction. It commits, waits for the lock like any resume, and then looks again at the
-    claim and the run, which the holder may have changed."""
+    """The run works (another resume, a cancel, here or in another process): the decision does
+    not wait for it inside its transaction, and holds nothing of the lock it did not get. It
+    commits, waits for the lock like any resume, and then looks again at the claim and the
+    run, which the holder may have changed: on PostgreSQL in one statement of its own (no
+    BEGIN and COMMIT round trips)."""
     env, log = world
     run_id, action_id = paused_run(env)
     attempt = _attempt(env, action_id, REVIEWER)
     holding, release = threading.Event(), threading.Event()
+    locks = env.engine.locks if holder == "this process" else ThreadLocks(env.db)
 
     def hold_the_run() -> None:
-        with env.engine.locks.hold(run_id):
+        with locks.hold(run_id):
             holding.set()
             release.wait(30)
 
-    holder = threading.Thread(target=hold_the_run)
-    holder.start()
+    holder_thread = threading.Thread(target=hold_the_run)
+    holder_thread.start()
     assert holding.wait(30)
     _watch(env, log)
     deciding = threading.Thread(
+        daemon=True,  # a decision stuck on the lock must not keep the tests from ending
         target=env.engine.decide,
         kwargs={
             "action_id": action_id,
@@ -249,17 +257,22 @@ def test_a_decision_whose_run_is_busy_commits_at_once_and_reads_the_claim_under_
         },
     )
     log.clear()
-    deciding.start()
-    try:
-        _until(lambda: status_of(env, action_id) == RequestStatus.RESUMING)
-        assert not [e for e in log if CLAIM_READ in e], "read before holding the lock"
-    finally:
-        release.set()
-        holder.join(30)
-    deciding.join(30)
-    assert not deciding.is_alive()
+    with ExitStack() as traced:
+        if env.db.engine.dialect.name == "postgresql":
+            wire = traced.enter_context(watching(env.db))
+        deciding.start()
+        try:
+            _until(lambda: status_of(env, action_id) == RequestStatus.RESUMING)
+            assert not [e for e in log if CLAIM_READ in e], "read before holding the lock"
+        finally:
+            release.set()
+            holder_thread.join(30)
+        deciding.join(30)
+    assert not deciding.is_alive(), "the decision's resume never got the lock"
     assert [e for e in log if CLAIM_READ in e], "the claim must be read under the lock"
     assert env.notes.finished[-1].status == "completed"
+    if env.db.engine.dialect.name == "postgresql":
+        assert wire.state_after("approval_requests.claimed_by, runs.status") == "I"
 
 
 def test_a_decision_writes_its_rows_before_the_audit_head_and_flushes_once(

@@ -263,8 +263,9 @@ def test_a_dropped_slash_command_is_answered_and_audited(busy):
 def test_slow_busy_notices_never_delay_acks_and_each_drop_is_told_and_audited_once(
     serve_bot, sqlite_url, unwritable
 ):
-    """Every busy notice is held by Slack: more clicks than Bolt has listener threads are
-    still acked (a late ack is Bolt's 404), then each is told once and audited once."""
+    """Every busy notice is held by Slack: more clicks than there are threads for the work
+    after an ack are still acked (a late ack is Bolt's 404), then each is told once and
+    audited once."""
     h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
     approve = button(card, "Approve")

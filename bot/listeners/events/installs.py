@@ -1,5 +1,6 @@
 """A workspace that removes the app, or whose bot token is revoked: its stored tokens are
-deleted (installs by OAuth), so nothing more is sent with them and its requests are refused."""
+deleted (installs by OAuth), so nothing more is sent with them and its requests are refused.
+Off the thread that answers Slack: the deletion may wait for a token refresh under way."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ def register(app: App) -> None:
 
 
 def on_uninstalled(context: BoltContext) -> None:
-    services_of(context).workspaces.removed(context.team_id)
+    services = services_of(context)
+    services.after_ack(None, services.workspaces.removed, context.team_id)
 
 
 def on_tokens_revoked(event: dict[str, Any], context: BoltContext) -> None:
     if (event.get("tokens") or {}).get("bot"):
-        services_of(context).workspaces.removed(context.team_id)
+        services = services_of(context)
+        services.after_ack(None, services.workspaces.removed, context.team_id)
