@@ -86,8 +86,9 @@ class Bot:
         work to the pool or the inbox), then until the inbox and the pools are idle; ``False``
         if that took too long."""
         deadline = time.monotonic() + timeout
-        if not self.listeners.wait_idle(timeout=timeout):
-            return False
+        for listeners in (self.listeners, self.services.after_acks):
+            if not listeners.wait_idle(timeout=max(0.0, deadline - time.monotonic())):
+                return False
         if self.inbox.running and not self.inbox.wait_idle(
             timeout=max(0.0, deadline - time.monotonic())
         ):
@@ -106,6 +107,7 @@ class Bot:
             logger.warning("stopping with %d tasks still running", self.services.executor.in_flight)
         self.inbox.stop(timeout=drain_seconds)
         self.listeners.shutdown(wait=False)
+        self.services.after_acks.shutdown(wait=False)
         self.services.writer.close()
         self.services.executor.shutdown(wait=False)
         self.services.notices.shutdown(wait=False)
@@ -117,23 +119,23 @@ class Bot:
 
 def bolt_app(settings: Settings, slack: SlackSide, *, http: bool, listeners: ListenerPool) -> App:
     """With one bot token, Bolt checks it once at start; installing by OAuth, Bolt serves the
-    install pages and authorizes each request with its team's stored token.
+    install pages and authorizes each request with its team's stored token. Bolt runs each
+    listener in ``listeners`` and answers once it acked; listeners hand what waits on Slack
+    after their ack to another pool (``BotServices.after_ack``), so these threads stay free.
 
-    Listeners run in the thread that answers the request, and the answer goes out as soon as
-    the listener returns: every listener acks after its quick part (a click stored, a form
-    checked) and hands the rest to a pool (``BotServices.after_ack``, ``run_later``). Bolt's
-    other way runs each listener in its pool and looks for the ack every 10 ms, which delays
-    each answer by up to that, and misses the acks of clicks queued behind a full pool."""
+    Not ``process_before_response``: listeners run in the HTTP threads then, which answers a
+    lone click up to 10 ms sooner (Bolt looks for the ack every 10 ms), but under a burst of
+    200 clicks the slowest acks came 1.4 to 2 times later (see BENCHMARKS.md)."""
     secret = settings.slack_signing_secret
     return App(
         client=slack.client,
         signing_secret=secret.get_secret_value() if secret else "",
         request_verification_enabled=http,
-        process_before_response=True,
+        process_before_response=False,
         token_verification_enabled=True,  # one token: one auth.test now, reused by every request
         oauth_settings=slack.oauth,
         user_facing_authorize_error_message=NOT_INSTALLED if slack.oauth else None,
-        listener_executor=listeners,  # lazy listeners only; there are none
+        listener_executor=listeners,
     )
 
 
@@ -194,7 +196,7 @@ def build_bot(
         home=home,
         ack_first=AckFirst(patience=settings.ack_first_seconds),
     )
-    listeners = services.listeners
+    listeners = ListenerPool()
     app = bolt_app(settings, slack, http=http, listeners=listeners)
     check = PayloadCheck(services.metrics)
     app.use(check)

@@ -89,13 +89,14 @@ LISTENER_THREADS = 16
 
 
 class ListenerPool(ThreadPoolExecutor):
-    """What a listener does after its ack that answers the user in Slack at once (``views.open``
-    while its trigger id lives), counted, so that it finishes before shutdown closes the store.
-    Listeners run in the thread that answers Slack's request (see ``bot.app.bolt_app``) and
-    hand this work over: however long Slack takes to open a modal, no ack waits on it."""
+    """Threads for listeners and what follows their ack, counted, so that it finishes before
+    shutdown closes the store. Two of them: Bolt runs each listener in one (it acks there),
+    and listeners hand what waits on Slack after their ack (``views.open`` while its trigger
+    id lives) to the other (``BotServices.after_ack``): however long Slack takes to open a
+    modal, Bolt's threads stay free for the next click's ack."""
 
-    def __init__(self, *, workers: int = LISTENER_THREADS) -> None:
-        super().__init__(max_workers=workers, thread_name_prefix="after-ack")
+    def __init__(self, *, workers: int = LISTENER_THREADS, name: str = "bolt-listener") -> None:
+        super().__init__(max_workers=workers, thread_name_prefix=name)
         self._tasks = InFlight()
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:

@@ -85,8 +85,8 @@ class BotServices:
     """Publishes and refreshes users' Home tabs."""
     ack_first: AckFirst = field(default_factory=AckFirst)
     """Requests being answered, for which the inbox workers hold back on a burst."""
-    listeners: ListenerPool = field(default_factory=ListenerPool)
-    """What listeners do after their ack that answers the user at once (``after_ack``)."""
+    after_acks: ListenerPool = field(default_factory=lambda: ListenerPool(name="after-ack"))
+    """What listeners hand over after their ack (``after_ack``)."""
 
     def slack(self, team_id: str | None) -> WebClient:
         """The client of that workspace (raises ``WorkspaceNotInstalled`` if there is none)."""
@@ -123,16 +123,15 @@ class BotServices:
     def after_ack(
         self, drop: Drop | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> None:
-        """A listener's work after its ack, off the thread that answers Slack (whatever it
-        waits for, no answer waits with it): what answers its user at once (a modal to open
-        while its trigger id lives, a page to turn), or an event's work. An error in it
-        reaches the user of ``drop``, if any; it is logged. Never raises: once the listener
-        has acked, an error would replace the ack (see ``PayloadCheck.on_error``)."""
+        """A listener's work after its ack, off Bolt's listener threads (whatever it waits
+        for, no other click's ack waits with it): what answers its user at once (a modal to
+        open while its trigger id lives, a page to turn), or an event's work. An error in it
+        reaches the user of ``drop``, if any; it is logged. Never raises."""
         try:
             if drop is None:
-                self.listeners.submit(self._logged, fn, *args, **kwargs)
+                self.after_acks.submit(self._logged, fn, *args, **kwargs)
             else:
-                self.listeners.submit(self._guarded, drop, fn, *args, **kwargs)
+                self.after_acks.submit(self._guarded, drop, fn, *args, **kwargs)
         except RuntimeError:  # the pool is shut down: the process is stopping
             self.metrics.inc("busy_refusals")
             logger.warning("stopping: %s not done", getattr(fn, "__name__", fn))

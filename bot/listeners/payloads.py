@@ -269,11 +269,10 @@ class PayloadCheck(Middleware):
         return BoltResponse(status=400, body="malformed payload\n")
 
     def on_error(self, error: Exception, response: BoltResponse | None) -> BoltResponse | None:
-        """Errors raised by listeners: a malformed payload is the sender's (400); anything
-        else is ours, logged in full, and stays a 500. Either answer replaces an ack already
-        given (the listener ran before the answer went out), so listeners read their payload
-        before they ack and raise nothing after it (``BotServices.after_ack``)."""
+        """Errors raised by listeners: a malformed payload is the sender's (400, or nothing
+        once acked); anything else is ours, logged in full, and stays a 500."""
         if isinstance(error, MalformedPayload):
-            return self.refuse(error)
+            refused = self.refuse(error)
+            return refused if response is not None else None
         logger.exception("unexpected error while serving Slack", exc_info=error)
         return None

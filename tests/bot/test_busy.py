@@ -374,9 +374,9 @@ def test_an_unreadable_stored_item_is_failed_once_not_worked_on_again(serve_bot,
 def test_an_approve_is_acked_and_decided_while_every_modal_being_opened_waits_on_slack(
     serve_bot, sqlite_url
 ):
-    """A reviewer's Approve is acked by the thread that answers Slack's request: more modals
-    being opened than there are threads for work after an ack, each held by a slow
-    ``views.open``, keep no click waiting for its ack (Bolt answers a late one with a 404)."""
+    """More modals being opened than Bolt has listener threads, each held by a slow
+    ``views.open``, keep no click waiting for its ack (Bolt answers a late one with a 404):
+    listeners hand what waits on Slack after their ack to a pool of its own."""
     h = serve_bot(sqlite_url)
     _root, card = start_run(h, SEND)
     clicked_root, clicked = start_run(h, SEND)
@@ -398,5 +398,5 @@ def test_an_approve_is_acked_and_decided_while_every_modal_being_opened_waits_on
     finally:
         for each in held:
             each.release.set()
-    assert h.bot.listeners.wait_idle(timeout=TIMEOUT)
+    assert h.bot.settle(timeout=TIMEOUT)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
