@@ -268,12 +268,14 @@ class Resumer:
             run_end = (RunStatus.FAILED, outcome)  # closed unresumed: its run ends with it
         with self.db.transaction() as s:
             # Lock order everywhere: the request's row, then the run's, then the audit chain.
-            place = ApprovalRepository(s).close(request.id, status=status, outcome=outcome)
+            place = ApprovalRepository(s).close(
+                request.id, status=status, outcome=outcome, with_run=run_end is not None
+            )  # with its run's other pending approvals locked, if the run ends
             if place is None:
                 return None  # a cancel, or a taker of the claim, closed it first: that stands
             # Then the run's row (before any audit event is appended), then the audit chain.
             ended = (
-                end_run(s, request.run_id, status=run_end[0], text=run_end[1])
+                end_run(s, request.run_id, status=run_end[0], text=run_end[1], locked=place.others)
                 if run_end is not None
                 else None
             )

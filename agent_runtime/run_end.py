@@ -56,11 +56,22 @@ def close_unresumed(s: Session, requests: list[ApprovalRequest]) -> None:
         )
 
 
-def end_run(s: Session, run_id: str, *, status: RunStatus, text: str) -> RunEnd | None:
+def end_run(
+    s: Session,
+    run_id: str,
+    *,
+    status: RunStatus,
+    text: str,
+    locked: Sequence[str] | None = None,
+) -> RunEnd | None:
     """Write the run's end, with its pending approvals closed; None if it had ended already (a
     cancel, or another end, stands: its thread was told that). Raises LookupError if it is
-    gone."""
-    closing = lock_pending(s, run_id)
+    gone. ``locked``: the ids of its pending approvals, if the caller locked them already
+    (``ApprovalRepository.close`` with its run)."""
+    if locked is None:
+        closing = lock_pending(s, run_id)
+    else:
+        closing = ApprovalRepository(s).load_locked(locked)
     runs = RunRepository(s)
     ended = runs.finish(run_id, status=status, result_text=text)
     if ended is None:

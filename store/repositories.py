@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Update, bindparam, case, func, select, update
+from sqlalchemy import Update, bindparam, case, func, literal_column, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.elements import BindParameter, Label
 
 from store import pending_slots
 from store.audit_log import AuditRepository, clean_text
@@ -75,10 +76,20 @@ def _ended(status: str, outcome: str) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class CardPlace:
-    """Where a request's card is, as its row says now."""
+    """Where a request's card is, as its row says now (``others``: see ``close``)."""
 
     channel: str | None
     ts: str | None
+    others: tuple[str, ...] = ()
+
+
+_OTHERS_PENDING: Label[list[str]] = literal_column(
+    "ARRAY(SELECT o.id FROM approval_requests AS o WHERE o.run_id = approval_requests.run_id"
+    f" AND o.status = '{RequestStatus.PENDING.value}' AND o.id <> approval_requests.id"
+    " ORDER BY o.id FOR NO KEY UPDATE)"
+).label("others")
+"""The run's other pending approvals, locked (as ``lock_open_of_run`` does) by the statement
+that closes a request, after its own row."""
 
 
 class ApprovalRepository:
@@ -158,26 +169,24 @@ class ApprovalRepository:
         """A run's requests in ``statuses``, their rows locked (in id order, so two lockers
         never deadlock) and read fresh; a row that left ``statuses`` while we waited is
         skipped."""
+        return self.load_locked(self._lock_ids_of_run(run_id, statuses=statuses))
+
+    def _lock_ids_of_run(self, run_id: str, *, statuses: tuple[RequestStatus, ...]) -> list[str]:
+        # One Core statement, which every run's end sends and most find nothing with. FOR NO
+        # KEY UPDATE: a status is no key, and a digest's items referencing these rows (a key
+        # share lock each) are not waited on.
         which = (ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(statuses))
-        # Locked by one Core statement, which every run's end sends and most find nothing
-        # with; loaded only if there is something. FOR NO KEY UPDATE: a status is no key, and
-        # a digest's items referencing these rows (a key share lock each) are not waited on.
-        locked = (
-            self.session.connection()
-            .execute(
-                select(ApprovalRequest.id)
-                .where(*which)
-                .order_by(ApprovalRequest.id)
-                .with_for_update(key_share=True)
-            )
-            .scalars()
-            .all()
-        )
-        if not locked:
+        stmt = select(ApprovalRequest.id).where(*which).order_by(ApprovalRequest.id)
+        locked = self.session.connection().execute(stmt.with_for_update(key_share=True))
+        return list(locked.scalars().all())
+
+    def load_locked(self, ids: Sequence[str]) -> list[ApprovalRequest]:
+        """Requests whose rows this transaction locked, read fresh (none: no statement)."""
+        if not ids:
             return []
         stmt = (
             select(ApprovalRequest)
-            .where(ApprovalRequest.id.in_(locked))
+            .where(ApprovalRequest.id.in_(ids))
             .order_by(ApprovalRequest.id)
             .options(selectinload(ApprovalRequest.actions).selectinload(Action.decisions))
             .execution_options(populate_existing=True)
@@ -234,30 +243,44 @@ class ApprovalRepository:
         for name, value in _ended(status, outcome).items():
             setattr(request, name, value)
 
-    def close(self, request_id: str, *, status: str, outcome: str) -> CardPlace | None:
+    def close(
+        self, request_id: str, *, status: str, outcome: str, with_run: bool = False
+    ) -> CardPlace | None:
         """Record a claimed request's end in one statement, which takes its row lock too (on
         PostgreSQL an update that waited for the lock checks its condition again on the row
         as committed). Only a request still resuming is closed: None, and nothing written,
         if it is gone, or a cancel closed it first, or a process that took its claim over
-        recorded its end first; what was recorded first stands.
+        recorded its end first; what was recorded first stands. ``with_run``: its run ends
+        too; the run's other pending approvals are locked as well (``CardPlace.others``), on
+        PostgreSQL by the same statement.
 
         A Core statement on the transaction's connection, as are the statements of a
         decision's transaction that load no objects: through the ORM each costs about twice
         the CPU."""
+        postgres = self.session.get_bind().dialect.name == "postgresql"
+        returned = [ApprovalRequest.card_channel, ApprovalRequest.card_ts, ApprovalRequest.run_id]
+        stmt = update(ApprovalRequest).where(
+            ApprovalRequest.id == request_id, ApprovalRequest.status == RequestStatus.RESUMING
+        )
         row = (
             self.session.connection()
             .execute(
-                update(ApprovalRequest)
-                .where(
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.status == RequestStatus.RESUMING,
+                stmt.values(**_ended(status, outcome)).returning(
+                    *returned, *([_OTHERS_PENDING] if with_run and postgres else [])
                 )
-                .values(**_ended(status, outcome))
-                .returning(ApprovalRequest.card_channel, ApprovalRequest.card_ts)
             )
             .one_or_none()
         )
-        return None if row is None else CardPlace(channel=row.card_channel, ts=row.card_ts)
+        if row is None:
+            return None
+        if with_run and postgres:
+            others = tuple(row.others or ())
+        elif with_run:  # SQLite: its write lock, held since the update, covers every row
+            pending = (RequestStatus.PENDING,)
+            others = tuple(self._lock_ids_of_run(row.run_id, statuses=pending))
+        else:
+            others = ()
+        return CardPlace(channel=row.card_channel, ts=row.card_ts, others=others)
 
     def decide_action(self, action: Action, **changes: object) -> None:
         """Write an action's decided fields (``outcome``, ``edited_args``, ``current_hash``)

@@ -352,3 +352,31 @@ def test_an_approval_an_ended_run_left_without_a_card_is_closed_not_posted(
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_on_postgresql_a_requests_end_locks_its_runs_other_approvals_in_its_own_statement(
+    migrated_pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The statement that closes the request also locks the run's other pending approvals
+    (in id order, after its own row: the lock order of every run's end), one round trip less
+    on every approval that ends its run. SQLite has no row locks: its write lock holds all."""
+    env = make_env(tmp_path, agent=PER_CALL, url=migrated_pg_url)
+    try:
+        run_id, send, change = two_cards(env)
+
+        def down(*_args: object, **_kwargs: object) -> None:
+            raise ConnectionError("the mail server is down")
+
+        monkeypatch.setattr(env.runtime, "invoke", down)
+        sent = watch(env)
+        decide(env, action_id=send.actions[0].id, actor=REVIEWER, decision="approve")
+        together = [q for q, _ in committed_with_the_runs_end(sent)]
+        assert together[0].startswith("UPDATE approval_requests SET status"), together
+        assert "FOR NO KEY UPDATE" in together[0]
+        locks = [q for q in together[1:] if "FOR NO KEY UPDATE" in q]
+        assert locks == [], "the other approvals were locked by a statement of their own"
+        assert request_of(env, change.id)[0] == RequestStatus.INVALIDATED
+        assert run_status(env, run_id)[0] == RunStatus.FAILED
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
