@@ -76,17 +76,17 @@ def adopt_clicked_card(
         repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=None)
 
 
-def apply_decision(
+def write_decision(
     s: Session,
     request: ApprovalRequest,
     action: Action,
     attempt: Attempt,
     *,
     normalized_edit: dict[str, Any] | None,
-    policy: Policy,
 ) -> None:
     """An edit binds the action to a new hash: approvals of the old version stop counting.
-    The rows are written as the decision is made, before the audit chain's head is locked."""
+    The rows are written as the decision is made, before the audit chain's head is locked
+    (``audit_decision``)."""
     repo = ApprovalRepository(s)
     if attempt.decision == DecisionType.EDIT:
         assert normalized_edit is not None
@@ -113,6 +113,12 @@ def apply_decision(
     decided = ActionOutcome.EDITED if approved_edit else outcome
     if decided != action.outcome:
         repo.decide_action(action, outcome=decided)
+
+
+def audit_decision(
+    s: Session, request: ApprovalRequest, action: Action, attempt: Attempt, *, policy: Policy
+) -> None:
+    """The decision's audit event, once ``write_decision`` wrote its rows."""
     rule = policy.rule_for(action.tool_name)
     AuditRepository(s).record(
         "decision_recorded",

@@ -16,10 +16,11 @@ from agent_runtime.claims import Claims
 from agent_runtime.decision_types import Attempt, DecisionResult
 from agent_runtime.decision_writes import (
     adopt_clicked_card,
-    apply_decision,
+    audit_decision,
     audit_refusal,
     facts_of,
     paused,
+    write_decision,
 )
 from agent_runtime.edits import EditRules
 from agent_runtime.errors import MembershipUnconfirmed
@@ -139,13 +140,13 @@ class DecisionRecorder:
                 if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
                 else None
             )
-            apply_decision(
-                s, request, action, attempt, normalized_edit=normalized, policy=self.policy
-            )
-            claimed = all(a.outcome for a in request.actions) and self.claims.claim(
-                s, request.id, loaded=request
-            )
-            run_held = False
+            write_decision(s, request, action, attempt, normalized_edit=normalized)
+            complete = all(a.outcome for a in request.actions)
+            # Before the audit chain's head is locked: the lock's attempt may wait for a
+            # pooled connection, and must not hold up the chain meanwhile.
+            run_held = complete and hold_run is not None and hold_run(request.run_id)
+            audit_decision(s, request, action, attempt, policy=self.policy)
+            claimed = complete and self.claims.claim(s, request.id, loaded=request)
             if claimed:
                 AuditRepository(s).record(
                     "resume_claimed",
@@ -153,7 +154,6 @@ class DecisionRecorder:
                     request_id=request.id,
                     detail={"owner": self.claims.owner},
                 )
-                run_held = hold_run is not None and hold_run(request.run_id)
             else:  # still pending, one decision more: the card shows one fewer until drawn
                 repos.forget_card(request.id, shows=RequestStatus.PENDING)
             signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
@@ -164,7 +164,7 @@ class DecisionRecorder:
                 completed=claimed,
                 progressed=progressed,
                 claimed=request if claimed else None,
-                run_held=run_held,
+                run_held=run_held and claimed,
             )
 
     @staticmethod

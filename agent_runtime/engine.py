@@ -271,7 +271,12 @@ class ApprovalEngine(FacadeReads):
         """The run's lock, if free now, kept in ``into``; if not, nothing of it is kept (a
         lock held by this thread would stop its own resume from taking the lock later)."""
         attempt = ExitStack()
-        if attempt.enter_context(self.locks.try_hold(run_id)):
+        try:
+            taken = attempt.enter_context(self.locks.try_hold(run_id))
+        except Exception:  # e.g. no pooled connection for it: the resume waits for the lock
+            logger.exception("could not try the lock of run %s", run_id)
+            return False
+        if taken:
             into.push(attempt)
             return True
         attempt.close()

@@ -201,10 +201,10 @@ CLAIM_READ = "approval_requests.claimed_by, runs.status"
 def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_nothing_again(
     world: tuple[Env, list[str]],
 ) -> None:
-    """The run's thread lock is taken, without waiting, inside the claiming transaction: from
-    its commit to the resume nobody can cancel or end the run (each of those holds the lock),
-    so the claim as the decision read it is the claim now, and the click's path has no read
-    of it."""
+    """The run's thread lock is taken, without waiting, inside the claiming transaction (before
+    the audit chain's head is locked): from its commit to the resume nobody can cancel or end
+    the run (each of those holds the lock), so the claim as the decision read it is the claim
+    now, and the click's path has no read of it."""
     env, log = world
     _run, action_id = paused_run(env)
     attempt = _attempt(env, action_id, REVIEWER)
@@ -220,6 +220,8 @@ def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_n
     if env.db.engine.dialect.name == "postgresql":
         taken = next(i for i, e in enumerate(log) if "pg_try_advisory_lock" in e)
         assert log.index("commit") > taken > log.index("begin"), log
+        chain = next(i for i, e in enumerate(log) if "FROM audit_head" in e)
+        assert taken < chain, "the audit chain's head was held while the lock was tried"
 
 
 @pytest.mark.parametrize("holder", ["this process", "another process"])
