@@ -104,8 +104,9 @@ class DecisionRecorder:
         hold_run: Callable[[str], bool] | None = None,
     ) -> DecisionResult:
         """Authorize and record one decision; claim the request if it was the last needed.
-        ``hold_run``: called with the run's id once the claim is taken, before its commit;
-        ``True`` if the caller now holds the run's thread lock (it must not wait for it: the
+        ``hold_run``: called with the run's id when the decision leaves every action decided,
+        after its rows are written and before the audit chain's head is locked; ``True`` if
+        the caller now holds the run's thread lock (it must not wait for the lock: the
         request's row lock is held meanwhile)."""
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:

@@ -247,8 +247,10 @@ class ApprovalEngine(FacadeReads):
             result = self.decisions.record(
                 action_id=action_id,
                 attempt=attempt,
-                hold_run=lambda run_id: self._try_hold(run_id, into=held),
+                hold_run=lambda run_id: self.locks.try_keep(run_id, into=held),
             )
+            if not result.run_held:
+                held.close()  # taken for a claim that did not happen: nothing to resume under it
             current = result.current
             if result.refusal is Refusal.POLICY_CHANGED and current is not None:
                 self._invalidate_for_policy(current)
@@ -266,21 +268,6 @@ class ApprovalEngine(FacadeReads):
                         result.approval.id, action_ids=result.progressed, after=actor.user_id
                     )
         return result
-
-    def _try_hold(self, run_id: str, *, into: ExitStack) -> bool:
-        """The run's lock, if free now, kept in ``into``; if not, nothing of it is kept (a
-        lock held by this thread would stop its own resume from taking the lock later)."""
-        attempt = ExitStack()
-        try:
-            taken = attempt.enter_context(self.locks.try_hold(run_id))
-        except Exception:  # e.g. no pooled connection for it: the resume waits for the lock
-            logger.exception("could not try the lock of run %s", run_id)
-            return False
-        if taken:
-            into.push(attempt)
-            return True
-        attempt.close()
-        return False
 
     def _resume_decided(
         self, approval: ApprovalView, result: DecisionResult, *, held: ExitStack

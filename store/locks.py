@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 
 from store.db import Database, sqlite_path
 
+logger = logging.getLogger(__name__)
 LOCK_NOT_AVAILABLE = "55P03"
 
 
@@ -56,6 +58,22 @@ class ThreadLocks:
         else:
             with self._hold_advisory(key, wait=False) as held:
                 yield held
+
+    def try_keep(self, key: str, *, into: contextlib.ExitStack) -> bool:
+        """``try_hold``, the lock kept in ``into`` if it was free; if not, or if it could not
+        even be tried (e.g. no pooled connection for it), nothing of it is kept: a lock half
+        held by this thread (SQLite's in-process part) would keep its own ``hold`` waiting."""
+        attempt = contextlib.ExitStack()
+        try:
+            taken = attempt.enter_context(self.try_hold(key))
+        except Exception:
+            logger.exception("could not try the lock of %s", key)
+            return False
+        if taken:
+            into.push(attempt)
+            return True
+        attempt.close()
+        return False
 
     @contextlib.contextmanager
     def hold_within(self, key: str, seconds: float) -> Iterator[bool]:

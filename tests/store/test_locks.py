@@ -96,3 +96,34 @@ def test_hold_within_waits_for_a_holder_that_lets_go_and_gives_up_on_one_that_do
     with locks.hold("run_1"):  # released after hold_within
         pass
     db.dispose()
+
+
+def test_try_keep_keeps_nothing_of_a_lock_another_process_holds(url):
+    """On SQLite the in-process half of the lock is free when another process holds the file
+    lock: a try that failed must not keep it, or this thread's own ``hold`` of the key would
+    wait for itself once the other process let go. A lock that was free is kept until the
+    stack closes."""
+    ctx = multiprocessing.get_context("spawn")
+    held, done = ctx.Event(), ctx.Event()
+    process = ctx.Process(target=_hold_in_a_process, args=(url, held, done))
+    process.start()
+    db = Database(url)
+    locks = ThreadLocks(db)
+    try:
+        assert held.wait(60)
+        with contextlib.ExitStack() as stack:
+            assert locks.try_keep("run_1", into=stack) is False
+            done.set()
+            process.join(60)
+            with locks.try_hold("run_1") as now:
+                assert now is True, "the failed try kept part of the lock"
+    finally:
+        done.set()
+        process.join(60)
+    with contextlib.ExitStack() as stack:
+        assert locks.try_keep("run_1", into=stack) is True
+        with ThreadLocks(db).try_hold("run_1") as elsewhere:
+            assert elsewhere is False, "kept while the stack is open"
+    with ThreadLocks(db).try_hold("run_1") as free_again:
+        assert free_again is True
+    db.dispose()
