@@ -23,6 +23,7 @@ from store.locks import ThreadLocks
 from store.repositories import ApprovalRepository
 from store.statuses import RequestStatus
 from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
+from tests.held import held_by_another_thread
 from tests.wire import watching
 
 PUBLISH = 'publish_report {"path": "notes.md"}'  # release managers (users or S0RELMGR)
@@ -236,17 +237,7 @@ def test_a_decision_whose_run_is_busy_commits_at_once_and_reads_the_claim_under_
     env, log = world
     run_id, action_id = paused_run(env)
     attempt = _attempt(env, action_id, REVIEWER)
-    holding, release = threading.Event(), threading.Event()
     locks = env.engine.locks if holder == "this process" else ThreadLocks(env.db)
-
-    def hold_the_run() -> None:
-        with locks.hold(run_id):
-            holding.set()
-            release.wait(30)
-
-    holder_thread = threading.Thread(target=hold_the_run)
-    holder_thread.start()
-    assert holding.wait(30)
     _watch(env, log)
     deciding = threading.Thread(
         daemon=True,  # a decision stuck on the lock must not keep the tests from ending
@@ -258,18 +249,15 @@ def test_a_decision_whose_run_is_busy_commits_at_once_and_reads_the_claim_under_
             "seen_hash": attempt.seen_hash,
         },
     )
-    log.clear()
     with ExitStack() as traced:
         if env.db.engine.dialect.name == "postgresql":
             wire = traced.enter_context(watching(env.db))
-        deciding.start()
-        try:
+        with held_by_another_thread(locks, run_id):
+            log.clear()
+            deciding.start()
             _until(lambda: status_of(env, action_id) == RequestStatus.RESUMING)
             assert not [e for e in log if CLAIM_READ in e], "read before holding the lock"
-        finally:
-            release.set()
-            holder_thread.join(30)
-        deciding.join(30)
+        deciding.join(30)  # the holder let go as the block ended
     assert not deciding.is_alive(), "the decision's resume never got the lock"
     assert [e for e in log if CLAIM_READ in e], "the claim must be read under the lock"
     assert env.notes.finished[-1].status == "completed"

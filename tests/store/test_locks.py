@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from store.db import Database
 from store.locks import ThreadLocks
+from tests.held import held_by_another_thread
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -19,26 +19,6 @@ def url(request, tmp_path):  # type: ignore[no-untyped-def]
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'locks.db'}"
     return request.getfixturevalue("pg_url")
-
-
-@contextlib.contextmanager
-def held_by_another_thread(locks: ThreadLocks, key: str) -> Iterator[threading.Event]:
-    """Another thread holds ``key`` until the yielded event is set (or the block ends)."""
-    held, done = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with locks.hold(key):
-            held.set()
-            done.wait(30)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert held.wait(30)
-        yield done
-    finally:
-        done.set()
-        thread.join(30)
 
 
 def test_try_hold_gives_way_to_a_holder_in_another_thread(url):
