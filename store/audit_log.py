@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, inspect, select
-from sqlalchemy import event as orm_event
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from store.audit_chain import (
@@ -25,20 +24,13 @@ from store.audit_chain import (
     in_shard,
 )
 from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
+from store.audit_rows import lock_head
 from store.audit_tip import ChainTip, held_tip, hold, write_tip
 from store.audit_verify import heads_problem, verify
-from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater
+from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater, in_single_unit
 from store.models import utcnow
 
 logger = logging.getLogger(__name__)
-
-_HEAD_FIELDS = [attr.key for attr in inspect(AuditHead).column_attrs]
-_LOCKED_HEAD = (
-    select(*(getattr(AuditHead, name) for name in _HEAD_FIELDS))
-    .where(AuditHead.id == bindparam("shard"))
-    .with_for_update()
-)
-"""Built once, for every transaction that appends (the shard goes as a parameter)."""
 
 _SHARD_INFO = "audit_shard"  # ``Session.info``: the transaction and the chain it appends to
 
@@ -111,9 +103,9 @@ class AuditRepository:
         reason: str | None = None,
         detail: dict[str, Any] | None = None,
     ) -> AuditEvent:
-        """Append an event to its chain. It is inserted when the transaction next flushes (with
-        the transaction's other events: one INSERT), so its ``id`` is set only then; the head
-        is written once, before the commit (``audit_tip``)."""
+        """Append an event to its chain. Its ``id`` is taken with the chain's lock; it is
+        written with the transaction's other events and the head, before the commit, or
+        before a query of the session (``audit_tip``)."""
         event = AuditEvent(
             kind=clean_text(kind),
             outcome=clean_text(outcome),
@@ -126,43 +118,12 @@ class AuditRepository:
             detail=clean_json(json.loads(json.dumps(detail or {}, default=str))),
         )
         tip = self._locked_head(self._shard_for(event))
+        event.id = tip.next_id(self.session)
         event.shard = tip.shard
         event.created_at = utcnow()
         event.prev_hash = tip.last_hash
         event.hash = digest(event.prev_hash, event, key=self.key if tip.keyed else None)
-        self.session.add(event)
-        tip.events.append(event)
-        count, shard, seen = tip.count, tip.shard, self.seen
-        ids = {
-            "event": event.kind,
-            "outcome": event.outcome,
-            **{
-                name: value
-                for name, value in (
-                    ("run_id", event.run_id),
-                    ("request_id", event.request_id),
-                    ("action_id", event.action_id),
-                    ("actor", event.actor_id),
-                )
-                if value is not None
-            },
-        }
-
-        outermost = self.session.get_transaction()
-
-        def committed(session: Session) -> None:
-            if outermost is not None and outermost.is_active:
-                # A savepoint was released: the transaction around it may still roll back.
-                orm_event.listen(session, "after_commit", committed, once=True)
-                return
-            # An event rolled back with its savepoint is no longer in the session: the head
-            # never committed its count, and the high-water mark must not claim it did.
-            if inspect(event).persistent:
-                seen.saw(count, shard)
-                # Logged once durable: the log shows what the audit trail holds.
-                logger.info("audit %s (%s)", ids["event"], ids["outcome"], extra=ids)
-
-        orm_event.listen(self.session, "after_commit", committed, once=True)
+        tip.append(self.session, event)
         return event
 
     def _shard_for(self, event: AuditEvent) -> int:
@@ -178,38 +139,37 @@ class AuditRepository:
         return shard
 
     def _locked_head(self, shard: int) -> ChainTip:
-        """Take the chain's turn and read its head in one statement: on PostgreSQL a row lock
-        on the head (``FOR UPDATE`` waits for the chain's other writer, then reads the head it
-        committed); SQLite's write lock (BEGIN IMMEDIATE) already makes appends take turns. A
-        head that does not hold with our key is never extended: that would sign it.
+        """Take the chain's turn, read its head and take ids for the events in one statement:
+        on PostgreSQL a row lock on the head (``FOR UPDATE`` waits for the chain's other
+        writer, then reads the head it committed); SQLite's write lock (BEGIN IMMEDIATE)
+        already makes appends take turns. A head that does not hold with our key is never
+        extended: that would sign it.
 
         New events link to the head, not to the newest row: if rows were removed behind the
         bot's back, the next event's link shows it for good."""
         held = held_tip(self.session, shard)
         if held is not None:
             # This transaction already holds the chain's turn and is its only writer: the tip
-            # it extends is current (one a rolled-back savepoint emptied is not kept).
+            # it extends is current (one whose lock a rolled-back savepoint took is not kept).
             return held
-        head = self._head_row(shard)
-        problem = head_problem(head, self.key)
-        if problem is not None or head is None:
-            raise AuditChainError(f"audit log: {in_shard(shard, str(problem))}")
-        self._check_not_rolled_back(head)
-        transaction = self.session.get_transaction()
-        assert transaction is not None  # ``_shard_for`` began it
-        tip = ChainTip.of(head, transaction=transaction, key=self.key)
-        hold(self.session, tip)
-        return tip
-
-    def _head_row(self, shard: int) -> AuditHead | None:
-        """The head as its row is now, row-locked: a Core read into an object the session does
-        not hold, which keeps the ORM's cost off every append's path."""
+        if in_single_unit(self.session):
+            raise RuntimeError(
+                "an audit append locks its chain's head and writes at the commit (two "
+                "statements, not atomic in a Database.single unit); use Database.transaction"
+            )
         # Lock order: the rows the transaction changed so far, then the chain's head. Rows
         # changed through the ORM are written now, not at the commit after the head's lock
         # (a row changed after the first append is written at the commit: lock it before).
         self.session.flush()
-        row = self.session.connection().execute(_LOCKED_HEAD, {"shard": shard}).first()
-        return None if row is None else AuditHead(**dict(zip(_HEAD_FIELDS, row, strict=True)))
+        locked = lock_head(self.session.connection(), shard)
+        head = None if locked is None else locked[0]
+        problem = head_problem(head, self.key)
+        if problem is not None or locked is None:
+            raise AuditChainError(f"audit log: {in_shard(shard, str(problem))}")
+        self._check_not_rolled_back(locked[0])
+        tip = ChainTip.of(self.session, locked[0], ids=locked[1], key=self.key, seen=self.seen)
+        hold(self.session, tip)
+        return tip
 
     def _check_not_rolled_back(self, head: AuditHead) -> None:
         """A head with fewer events than this process saw committed was restored from an older

@@ -1,35 +1,58 @@
-"""A chain's head as one transaction extends it: read once under the head's row lock, advanced
-in memory by each event, and written once, when the transaction commits.
+"""A chain's head as one transaction extends it: read once under the head's row lock, with ids
+for the events; advanced in memory by each event; written once, with the events still unwritten,
+when the transaction commits (``audit_rows``).
 
-The events of the transaction are the tip's own list, filtered by what is still in the
-session: a savepoint that rolls back takes its events out of the session, so the tip no
-longer counts them. If it took the first of them, the row lock was taken in that savepoint
-and went with it: the tip is stale, and the next append locks and reads the head again.
+The transaction's events are written at the commit, or earlier when a query of the session
+could read them. Savepoints are followed here, since the events are not in the session: a
+savepoint that rolls back takes with it the events recorded in it and undoes the writes made
+in it (those events are written again); if the head's row lock was taken in it, the lock went
+with it, and the next append locks and reads the head again.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, update
 from sqlalchemy import event as orm_event
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import ORMExecuteState, Session, SessionTransaction
 
 from store.audit_chain import head_mac
 from store.audit_models import AuditEvent, AuditHead
+from store.audit_rows import more_ids, write
+from store.db import HighWater
 
-_WRITE_HEAD = (
-    update(AuditHead)
-    .where(AuditHead.id == bindparam("shard"))
-    .values(
-        {name: bindparam(name) for name in ("event_count", "last_event_id", "last_hash", "mac")}
-    )
-)
-"""Built once, for every transaction that appends (the values go as parameters)."""
+logger = logging.getLogger("store.audit_log")
 
 _TIP_INFO = "audit_tip"  # ``Session.info``: the chain tip of the session's transaction
-_HOOKED_INFO = "audit_tip_hooked"  # ``Session.info``: the session writes its tip on commit
+_HOOKED_INFO = "audit_tip_hooked"  # ``Session.info``: the session's hooks are in place
+
+
+def innermost(session: Session) -> SessionTransaction:
+    """The transaction or savepoint the session is in now."""
+    current = session.get_nested_transaction() or session.get_transaction()
+    assert current is not None, "an audit append needs a transaction"
+    return current
+
+
+def _within(transaction: SessionTransaction, ancestor: SessionTransaction) -> bool:
+    here: SessionTransaction | None = transaction
+    while here is not None:
+        if here is ancestor:
+            return True
+        here = here.parent
+    return False
+
+
+@dataclass
+class Appended:
+    """An event of the transaction: where it was recorded, and where it was written (None:
+    not yet, or undone by a savepoint's rollback)."""
+
+    event: AuditEvent
+    recorded_in: SessionTransaction
+    written_in: SessionTransaction | None = None
 
 
 @dataclass
@@ -37,25 +60,41 @@ class ChainTip:
     """The head as read under its lock (``base_*``) plus this transaction's events."""
 
     transaction: SessionTransaction
+    locked_in: SessionTransaction
     shard: int
     keyed_from: int | None
     base_count: int
-    base_last_id: int | None
     base_hash: str
     key: bytes | None
-    events: list[AuditEvent] = field(default_factory=list)
-    written: tuple[int, int | None] | None = None
+    seen: HighWater
+    ids: list[int]
+    appended: list[Appended] = field(default_factory=list)
+    written: tuple[int, int] | None = None
+    taken: int = 0
+    committing: bool = False  # the transaction's own commit began (not a savepoint's)
 
     @classmethod
-    def of(cls, head: AuditHead, *, transaction: SessionTransaction, key: bytes | None) -> ChainTip:
+    def of(
+        cls,
+        session: Session,
+        head: AuditHead,
+        *,
+        ids: list[int],
+        key: bytes | None,
+        seen: HighWater,
+    ) -> ChainTip:
+        transaction = session.get_transaction()
+        assert transaction is not None
         return cls(
             transaction=transaction,
+            locked_in=innermost(session),
             shard=head.id,
             keyed_from=head.keyed_from,
             base_count=head.event_count,
-            base_last_id=head.last_event_id,
             base_hash=head.last_hash,
             key=key,
+            seen=seen,
+            ids=ids,
         )
 
     @property
@@ -64,66 +103,140 @@ class ChainTip:
 
     @property
     def count(self) -> int:
-        return self.base_count + len(self.events)
+        return self.base_count + len(self.appended)
 
     @property
     def last_hash(self) -> str:
-        return self.events[-1].hash if self.events else self.base_hash
+        return self.appended[-1].event.hash if self.appended else self.base_hash
 
-    def prune(self, session: Session) -> None:
-        """Forget the events a rolled-back savepoint took out of the session."""
-        self.events = [e for e in self.events if e in session]
+    def next_id(self, session: Session) -> int:
+        """An id above every one this chain holds: taken with the lock, or more under it."""
+        if not self.ids:
+            self.ids = more_ids(session.connection(), after=self.taken)
+        self.taken = self.ids.pop(0)
+        return self.taken
+
+    def append(self, session: Session, event: AuditEvent) -> None:
+        self.appended.append(Appended(event, recorded_in=innermost(session)))
+
+    def rolled_back(self, savepoint: SessionTransaction) -> bool:
+        """Forget what ``savepoint`` undid; ``True`` if it took the head's lock with it."""
+        self.written = None
+        if _within(self.locked_in, savepoint):
+            return True
+        self.appended = [a for a in self.appended if not _within(a.recorded_in, savepoint)]
+        for kept in self.appended:
+            if kept.written_in is not None and _within(kept.written_in, savepoint):
+                kept.written_in = None
+        return False
+
+    def head_values(self) -> dict[str, Any]:
+        last = self.appended[-1].event
+        values: dict[str, Any] = {
+            "event_count": self.count,
+            "last_event_id": last.id,
+            "last_hash": last.hash,
+        }
+        mac = ""
+        if self.keyed and self.key is not None:
+            mac = head_mac(AuditHead(id=self.shard, keyed_from=self.keyed_from, **values), self.key)
+        return {"shard": self.shard, **values, "mac": mac}
 
 
 def held_tip(session: Session, shard: int) -> ChainTip | None:
-    """The tip this transaction holds for ``shard``, unless it is stale (see the module)."""
+    """The tip this transaction holds for ``shard``, with the head's lock still held."""
     tip: ChainTip | None = session.info.get(_TIP_INFO)
     if tip is None or tip.transaction is not session.get_transaction() or tip.shard != shard:
         return None
-    tip.prune(session)
-    return tip if tip.events else None
+    return tip
 
 
 def hold(session: Session, tip: ChainTip) -> None:
     """Keep the tip for the transaction, to be written when it commits."""
     session.info[_TIP_INFO] = tip
     if not session.info.get(_HOOKED_INFO):
-        orm_event.listen(session, "before_commit", write_tip)
-        orm_event.listen(session, "after_soft_rollback", _forget_written)
+        orm_event.listen(session, "before_commit", _before_commit)
+        orm_event.listen(session, "after_commit", _committed)
+        orm_event.listen(session, "after_soft_rollback", _rolled_back)
+        orm_event.listen(session, "do_orm_execute", _before_query)
         session.info[_HOOKED_INFO] = True
 
 
-def _forget_written(session: Session, _previous: SessionTransaction) -> None:
-    """A rolled-back savepoint may have undone a head write: write it again at the end."""
+def _current(session: Session) -> ChainTip | None:
     tip: ChainTip | None = session.info.get(_TIP_INFO)
-    if tip is not None:
-        tip.written = None
+    if tip is None or tip.transaction is not session.get_transaction():
+        return None
+    return tip
+
+
+def _before_commit(session: Session) -> None:
+    tip = _current(session)
+    if tip is not None and session.get_nested_transaction() is None:
+        tip.committing = True  # the transaction's own commit, not a savepoint's
+    write_tip(session)
+
+
+def _rolled_back(session: Session, previous: SessionTransaction) -> None:
+    tip: ChainTip | None = session.info.get(_TIP_INFO)
+    if tip is not None and tip.rolled_back(previous):
+        del session.info[_TIP_INFO]
+
+
+def _committed(session: Session) -> None:
+    """Once the transaction (not a savepoint inside it) committed, its events are durable:
+    the high-water mark counts them and the log shows them."""
+    tip: ChainTip | None = session.info.get(_TIP_INFO)
+    if tip is None or tip.transaction.is_active:
+        return  # nothing appended, or a savepoint was released: it may still roll back
+    del session.info[_TIP_INFO]
+    if not tip.committing or not tip.appended:
+        return  # a tip left by a transaction that did not commit
+    tip.seen.saw(tip.count, tip.shard)
+    for appended in tip.appended:
+        event = appended.event
+        ids = {"event": event.kind, "outcome": event.outcome}
+        for name, value in (
+            ("run_id", event.run_id),
+            ("request_id", event.request_id),
+            ("action_id", event.action_id),
+            ("actor", event.actor_id),
+        ):
+            if value is not None:
+                ids[name] = value
+        logger.info("audit %s (%s)", event.kind, event.outcome, extra=ids)
+
+
+def _before_query(state: ORMExecuteState) -> None:
+    """A query of the session sees the transaction's events, as it would see any row the
+    session added (the head is still written once, at the commit)."""
+    write_events(state.session)
+
+
+def write_events(session: Session) -> None:
+    """Write the events not written yet, without the head."""
+    tip = _current(session)
+    if tip is not None and any(a.written_in is None for a in tip.appended):
+        _write(session, tip, head=False)
 
 
 def write_tip(session: Session) -> None:
-    """Write the transaction's head if its events moved it: flush them for their ids, then one
-    UPDATE. Runs before each commit (a savepoint's too, so the head never lags what commits)
-    and before the heads are read."""
-    tip: ChainTip | None = session.info.get(_TIP_INFO)
-    if tip is None or tip.transaction is not session.get_transaction():
+    """Write the transaction's events not written yet and its head, if they moved it: on
+    PostgreSQL in one statement. Runs before each commit (a savepoint's too, so the head never
+    lags what commits) and before the heads are read."""
+    tip = _current(session)
+    if tip is None or not tip.appended:
         return
-    tip.prune(session)
-    if not tip.events:
+    if tip.written == (tip.count, tip.appended[-1].event.id):
         return
-    session.flush()
-    last = tip.events[-1]
-    if tip.written == (tip.count, last.id):
-        return
-    values: dict[str, Any] = {
-        "event_count": tip.count,
-        "last_event_id": last.id,
-        "last_hash": last.hash,
-    }
-    if tip.keyed and tip.key is not None:
-        values["mac"] = head_mac(
-            AuditHead(id=tip.shard, keyed_from=tip.keyed_from, **values), tip.key
-        )
-    else:
-        values["mac"] = ""
-    session.connection().execute(_WRITE_HEAD, {"shard": tip.shard, **values})
-    tip.written = (tip.count, last.id)
+    _write(session, tip, head=True)
+
+
+def _write(session: Session, tip: ChainTip, *, head: bool) -> None:
+    unwritten = [a for a in tip.appended if a.written_in is None]
+    values = tip.head_values() if head else None
+    write(session.connection(), [a.event for a in unwritten], head=values)
+    here = innermost(session)
+    for appended in unwritten:
+        appended.written_in = here
+    if values is not None:
+        tip.written = (values["event_count"], values["last_event_id"])

@@ -237,6 +237,11 @@ _STATEMENTS_RAN = "single_unit_statements"
 """``Connection.info``, present while the connection serves a ``Database.single`` unit."""
 
 
+def in_single_unit(session: Session) -> bool:
+    """Whether the session serves a ``Database.single`` unit."""
+    return _STATEMENTS_RAN in session.connection().info
+
+
 def _refuse_second_statement(conn: Connection, *_statement: Any) -> None:
     """Refused on SQLite too (where the unit is a transaction): found there, not in production."""
     ran = conn.info.get(_STATEMENTS_RAN)

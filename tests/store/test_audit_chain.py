@@ -16,6 +16,7 @@ from tests.store.audit_env import (
     append,
     behind_the_triggers,
     check,
+    event_id,
     open_store,
     recompute,
     relink,
@@ -29,7 +30,7 @@ def test_removing_the_newest_events_behind_the_triggers_shows(
     db = open_store(store_url, key)
     append(db, "a", "b", "c", "d", "e")
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("DELETE FROM audit_events WHERE id > 3")
+        conn.exec_driver_sql(f"DELETE FROM audit_events WHERE id > {event_id(conn, 3)}")
     report = check(db)
     assert report.problem is not None and not report.consistent
     assert report.problem.startswith("the newest 2 event(s) are missing")
@@ -46,7 +47,7 @@ def test_the_owner_disabling_every_trigger_to_cut_the_tail_shows(pg_url: str) ->
     append(db, "a", "b", "c")
     with db.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE audit_events DISABLE TRIGGER ALL")
-        conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 3")
+        conn.exec_driver_sql(f"DELETE FROM audit_events WHERE id = {event_id(conn, 3)}")
         conn.exec_driver_sql("ALTER TABLE audit_events ENABLE TRIGGER ALL")
     report = check(db)
     assert report.problem is not None and "newest 1 event(s) are missing" in report.problem
@@ -92,7 +93,9 @@ def test_a_rewrite_relinked_with_the_public_algorithm_shows(store_url: str) -> N
     db = open_store(store_url)
     append(db, "a", "b", "c", "d")
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 2")
+        conn.exec_driver_sql(
+            f"UPDATE audit_events SET actor_id = 'U2' WHERE id = {event_id(conn, 2)}"
+        )
         recompute(conn, key=None)
         # ... and keep the head keyed, as it was, but pointing at the new hashes
         conn.execute(update(AuditHead).values(keyed_from=1))
@@ -110,9 +113,14 @@ def test_a_relinked_rewrite_is_pinned_to_the_first_altered_event(store_url: str)
     db = open_store(store_url)
     append(db, "a", "b", "c", "d")
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 2")
+        conn.exec_driver_sql(
+            f"UPDATE audit_events SET actor_id = 'U2' WHERE id = {event_id(conn, 2)}"
+        )
         relink(conn, first=2, last=4)  # with the public algorithm, event 1 kept
-    assert check(db).problem == "event 2 (#2) was altered: its content does not match its MAC"
+        second = event_id(conn, 2)
+    assert (
+        check(db).problem == f"event {second} (#2) was altered: its content does not match its MAC"
+    )
     db.dispose()
 
 
@@ -120,7 +128,9 @@ def test_a_rewrite_under_a_key_of_the_intruders_own_shows(store_url: str) -> Non
     db = open_store(store_url)
     append(db, "a", "b", "c")
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("UPDATE audit_events SET reason = 'forged' WHERE id = 2")
+        conn.exec_driver_sql(
+            f"UPDATE audit_events SET reason = 'forged' WHERE id = {event_id(conn, 2)}"
+        )
         recompute(conn, key=INTRUDER_KEY)
     assert check(db).problem == (
         "the head does not match AUDIT_KEY: it was altered, or written with another key"
@@ -152,8 +162,11 @@ def test_an_altered_event_is_named_even_under_a_good_head(store_url: str) -> Non
     db = open_store(store_url)
     append(db, "a", "b", "c")
     with behind_the_triggers(db) as conn:  # the links are left alone: only content changes
-        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 2")
-    assert check(db).problem == "event 2 (#2) was altered: its content does not match its MAC"
+        second = event_id(conn, 2)
+        conn.exec_driver_sql(f"UPDATE audit_events SET actor_id = 'U2' WHERE id = {second}")
+    assert (
+        check(db).problem == f"event {second} (#2) was altered: its content does not match its MAC"
+    )
     db.dispose()
 
 
@@ -192,9 +205,13 @@ def test_a_recomputed_newest_event_of_an_unkeyed_log_does_not_match_its_head(
     db = open_store(store_url, key=None)
     append(db, "a", "b", "c")
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 3")
+        conn.exec_driver_sql(
+            f"UPDATE audit_events SET actor_id = 'U2' WHERE id = {event_id(conn, 3)}"
+        )
         relink(conn, first=3, last=3)
+        third = event_id(conn, 3)
     assert check(db).problem == (
-        "the newest event, 3, does not match the head: the head records 3 events ending at event 3"
+        f"the newest event, {third}, does not match the head: the head records 3 events ending "
+        f"at event {third}"
     )
     db.dispose()

@@ -17,6 +17,7 @@ from tests.store.audit_env import (
     append,
     behind_the_triggers,
     check,
+    event_id,
     old_append,
     open_store,
     recompute,
@@ -73,11 +74,14 @@ def test_a_key_introduced_later_seals_the_earlier_events(store_url: str) -> None
         assert AuditRepository(s).seal(events=3, last_hash=kept.last_hash).already
 
     with behind_the_triggers(db) as conn:  # rewrite a sealed event and relink the unkeyed part
-        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 2")
+        changed, fourth = event_id(conn, 2), event_id(conn, 4)
+        conn.exec_driver_sql(f"UPDATE audit_events SET actor_id = 'U2' WHERE id = {changed}")
         relink(conn, first=2, last=3)
     report = check(db)
     assert report.problem is not None
-    assert report.problem.startswith("event 4 (#4): its link to the previous event does not match")
+    assert report.problem.startswith(
+        f"event {fourth} (#4): its link to the previous event does not match"
+    )
     db.dispose()
 
 
@@ -86,7 +90,7 @@ def test_seal_refuses_a_log_that_does_not_check_out(store_url: str) -> None:
     before = Database(store_url)
     append(before, "a", "b")
     with behind_the_triggers(before) as conn:
-        conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 2")
+        conn.exec_driver_sql(f"DELETE FROM audit_events WHERE id = {event_id(conn, 2)}")
     before.dispose()
     db = Database(store_url, audit_key=KEY)
     refused = pytest.raises(AuditChainError, match="not sealing it: the newest 1 event")
@@ -126,7 +130,9 @@ def test_a_rewritten_keyed_log_cannot_be_sealed_with_the_kept_values(store_url: 
         AuditRepository(s).seal(events=2, last_hash=kept.last_hash)
     append(db, "c", "d")
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("UPDATE audit_events SET actor_id = 'U2' WHERE id = 3")
+        conn.exec_driver_sql(
+            f"UPDATE audit_events SET actor_id = 'U2' WHERE id = {event_id(conn, 3)}"
+        )
         recompute(conn, key=None)
     with pytest.raises(AuditChainError) as refused, db.transaction() as s:
         AuditRepository(s).check_key()
@@ -170,6 +176,6 @@ def test_an_existing_log_is_anchored_by_the_upgrade(store_url: str) -> None:
     report = check(db)
     assert report.consistent and report.checked == 3 and not report.keyed
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("DELETE FROM audit_events WHERE id = 3")
+        conn.exec_driver_sql(f"DELETE FROM audit_events WHERE id = {event_id(conn, 3)}")
     assert (check(db).problem or "").startswith("the newest 1 event(s) are missing")
     db.dispose()

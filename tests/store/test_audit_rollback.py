@@ -10,7 +10,7 @@ from store.audit_chain import AuditRollbackError, Expected
 from store.audit_models import AuditHead
 from store.db import Database
 from store.repositories import AuditRepository
-from tests.store.audit_env import KEY, append, behind_the_triggers, check, open_store
+from tests.store.audit_env import KEY, append, behind_the_triggers, check, event_id, open_store
 
 
 def _verify(db: Database, expect: str) -> str | None:
@@ -31,7 +31,7 @@ def test_a_restored_older_head_is_caught_by_the_kept_fingerprint(store_url: str)
     assert kept.startswith("5:") and _verify(db, kept) is None and _verify(db, early) is None
 
     with behind_the_triggers(db) as conn:
-        conn.exec_driver_sql("DELETE FROM audit_events WHERE id > 2")
+        conn.exec_driver_sql(f"DELETE FROM audit_events WHERE id > {event_id(conn, 2)}")
         conn.execute(update(AuditHead).where(AuditHead.id == 0).values(**copy))
     assert check(db).intact  # the MACs all hold: only something kept outside can tell
     assert _verify(db, kept) == (

@@ -1,5 +1,6 @@
-"""What an audit append costs in statements: the chain's turn and its head in one row lock, the
-transaction's events in one insert, its head written once, and the chain as intact as before."""
+"""What an audit append costs in statements: the chain's turn, its head and the events' ids in
+one row lock; on PostgreSQL the transaction's events and its head written in one statement at the
+end; and the chain as intact as before."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from store.audit_chain import AuditChainError
 from store.audit_models import AuditEvent, AuditHead
+from store.audit_rows import ID_BLOCK
 from store.db import Database
 from store.repositories import AuditRepository, RunRepository
 from store.statuses import RunStatus
@@ -33,7 +35,9 @@ def _kinds(sent: list[str]) -> list[str]:
     """Each statement by what it does to the audit log."""
     kinds = []
     for query in sent:
-        if query.startswith("INSERT INTO audit_events"):
+        if query.startswith("WITH") and "INSERT INTO audit_events" in query:
+            kinds.append("insert events, write head")
+        elif query.startswith("INSERT INTO audit_events"):
             kinds.append("insert events")
         elif query.startswith("UPDATE audit_head"):
             kinds.append("write head")
@@ -44,16 +48,19 @@ def _kinds(sent: list[str]) -> list[str]:
     return kinds
 
 
-@pytest.mark.parametrize("events", [1, 2, 3])
-def test_a_transaction_appends_in_three_statements(pg_url: str, events: int) -> None:
-    """Lock the head (the chain's turn and its current state at once), insert the events,
-    write the head: three statements however many events the transaction records."""
+@pytest.mark.parametrize("events", [1, 2, 3, 9])
+def test_a_transaction_appends_in_two_statements(pg_url: str, events: int) -> None:
+    """Lock the head (the chain's turn, its current state and ids for the events at once),
+    then insert the events and write the head in one statement, however many events the
+    transaction records (more ids are taken, under the same lock, past the first few)."""
     db = open_store(pg_url)
     (x,) = runs_in_distinct_shards(1)
     sent = _statements(db)
     with db.transaction() as s:
         recorded = [AuditRepository(s).record(f"e{n}", run_id=x) for n in range(events)]
-    assert _kinds(sent) == ["lock head", "insert events", "write head"]
+    kinds = [k for k in _kinds(sent) if k != "SELECT"]  # ids past the first few
+    assert kinds == ["lock head", "insert events, write head"]
+    assert len(sent) == 2 + (events - 1) // ID_BLOCK
     ids = [e.id for e in recorded]
     assert ids == sorted(ids)  # the chain's order is its ids' order
     with db.transaction() as s:
@@ -79,7 +86,7 @@ def test_a_query_between_two_events_still_writes_the_head_once(store_url: str) -
         AuditRepository(s).record("a")
         assert s.scalars(select(AuditEvent.kind).order_by(AuditEvent.id)).all() == ["before", "a"]
         second = AuditRepository(s).record("b")
-    assert _kinds(sent).count("write head") == 1
+    assert sum("write head" in kind for kind in _kinds(sent)) == 1
     with db.transaction() as s:
         head = AuditRepository(s).head(0)
         assert head is not None and (head.event_count, head.last_event_id) == (3, second.id)
@@ -226,3 +233,30 @@ def test_a_row_changed_before_an_append_is_written_before_the_head_is_locked(
     head_read = [i for i, q in enumerate(before_commit) if "FROM audit_head" in q]
     assert run_written and head_read, before_commit
     assert run_written[0] < head_read[0], before_commit
+
+
+def test_ids_are_taken_once_the_chain_is_held(pg_url: str) -> None:
+    """An append that waits for its chain's other writer takes its events' ids only once that
+    writer committed: the chain's order stays its ids' order, even when the first writer took
+    more ids, under its lock, after the second began to wait."""
+    db = open_store(pg_url)
+    (x,) = runs_in_distinct_shards(1)
+    second: list[AuditEvent] = []
+
+    def append_second() -> None:
+        with db.transaction() as s:
+            second.append(AuditRepository(s).record("second", run_id=x))
+
+    worker = threading.Thread(target=append_second)
+    with db.transaction() as s:
+        first = [AuditRepository(s).record("first", run_id=x)]
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+        first += [AuditRepository(s).record(f"first {n}", run_id=x) for n in range(ID_BLOCK + 1)]
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    (later,) = second
+    assert later.id > max(e.id for e in first)
+    report = check(db)
+    assert report.intact and report.checked == ID_BLOCK + 3, report
+    db.dispose()

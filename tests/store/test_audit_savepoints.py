@@ -64,3 +64,19 @@ def test_a_savepoint_release_does_not_count_events_its_parent_rolls_back(store_u
     report = check(db)
     assert report.intact and report.checked == 1, report
     db.dispose()
+
+
+def test_an_event_a_rolled_back_savepoint_wrote_is_written_again(store_url: str) -> None:
+    """An event recorded before a savepoint, and written inside it so that a query there sees
+    it, is not undone with the savepoint: the commit writes it again."""
+    db = open_store(store_url)
+    with db.transaction() as s:
+        AuditRepository(s).record("before the savepoint", run_id="r4")
+        with pytest.raises(Boom), s.begin_nested():
+            assert [e.kind for e in AuditRepository(s).for_run("r4")] == ["before the savepoint"]
+            raise Boom
+    with db.transaction() as s:
+        assert [e.kind for e in AuditRepository(s).for_run("r4")] == ["before the savepoint"]
+    report = check(db)
+    assert report.intact and report.checked == 1, report
+    db.dispose()
