@@ -96,14 +96,6 @@ def write_decision(
             current_hash=action_hash(action.tool_name, normalized_edit, request.policy_version),
         )
     approvers = facts_of(request, action).approvers_so_far | {attempt.actor.user_id}
-    DecisionRepository(s).add(
-        action,
-        reviewer_id=attempt.actor.user_id,
-        team_id=attempt.actor.team_id,
-        type_=attempt.decision,
-        message=attempt.message,
-        attempt_key=attempt.attempt_key,
-    )
     outcome = outcome_after(
         attempt.decision,
         distinct_approvers=len(approvers),
@@ -111,8 +103,15 @@ def write_decision(
     )
     approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
     decided = ActionOutcome.EDITED if approved_edit else outcome
-    if decided != action.outcome:
-        repo.decide_action(action, outcome=decided)
+    DecisionRepository(s).add(
+        action,
+        reviewer_id=attempt.actor.user_id,
+        team_id=attempt.actor.team_id,
+        type_=attempt.decision,
+        message=attempt.message,
+        attempt_key=attempt.attempt_key,
+        outcome=decided if decided != action.outcome else None,
+    )
 
 
 def audit_decision(

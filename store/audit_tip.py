@@ -21,19 +21,12 @@ from sqlalchemy.orm import ORMExecuteState, Session, SessionTransaction
 from store.audit_chain import head_mac
 from store.audit_models import AuditEvent, AuditHead
 from store.audit_rows import more_ids, write
-from store.db import HighWater
+from store.db import HighWater, innermost
 
 logger = logging.getLogger("store.audit_log")
 
 _TIP_INFO = "audit_tip"  # ``Session.info``: the chain tip of the session's transaction
 _HOOKED_INFO = "audit_tip_hooked"  # ``Session.info``: the session's hooks are in place
-
-
-def innermost(session: Session) -> SessionTransaction:
-    """The transaction or savepoint the session is in now."""
-    current = session.get_nested_transaction() or session.get_transaction()
-    assert current is not None, "an audit append needs a transaction"
-    return current
 
 
 def _within(transaction: SessionTransaction, ancestor: SessionTransaction) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -14,6 +14,24 @@ from store import pending_slots
 from store.db import affected
 from store.models import ApprovalRequest, Run, utcnow
 from store.statuses import RequestStatus
+
+_CLAIM = (
+    update(ApprovalRequest)
+    .where(
+        ApprovalRequest.id == bindparam("claimed_request"),
+        ApprovalRequest.status == RequestStatus.PENDING,
+    )
+    .values(
+        status=RequestStatus.RESUMING,
+        claimed_by=bindparam("claim_owner"),
+        claim_expires_at=bindparam("claim_until"),
+    )
+)
+_CLAIMED = _CLAIM.returning(ApprovalRequest.id).cte("claimed")
+_CLAIM_CLOSING_SLOTS = (
+    select(func.count()).select_from(_CLAIMED).add_cte(pending_slots.dropping_slots(_CLAIMED))
+)
+"""PostgreSQL: the claim and the removal of the request's review slots, in one statement."""
 
 
 class ClaimRepository:
@@ -46,19 +64,22 @@ class ClaimRepository:
             "claimed_by": owner,
             "claim_expires_at": utcnow() + lease,
         }
+        values = {
+            "claimed_request": request_id,
+            "claim_owner": owner,
+            "claim_until": claimed["claim_expires_at"],
+        }
         # Core statements on the transaction's connection: nothing pending in the session bears
         # on them, so they flush nothing, and they skip the ORM's cost on the click's path.
-        result = self.session.connection().execute(
-            update(ApprovalRequest)
-            .where(
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.status == RequestStatus.PENDING,
-            )
-            .values(**claimed)
-        )
-        if affected(result) == 0:
-            return False
-        pending_slots.close_request(self.session, request_id)
+        conn = self.session.connection()
+        if conn.dialect.name == "postgresql":
+            if not conn.execute(_CLAIM_CLOSING_SLOTS, values).scalar():
+                return False
+            pending_slots.closed_with(self.session, request_id)
+        else:
+            if affected(conn.execute(_CLAIM, values)) == 0:
+                return False
+            pending_slots.close_request(self.session, request_id)
         if loaded is not None:
             for name, value in claimed.items():
                 set_committed_value(loaded, name, value)

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, CursorResult, Result, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 CONNECT_TIMEOUT = 10  # seconds, for the start-up check: an unreachable host fails in one line
 AUDIT_KEY_INFO = "audit_key"
@@ -235,6 +235,13 @@ def _refuse_flush(session: Session, _context: Any, _instances: Any) -> None:
 
 _STATEMENTS_RAN = "single_unit_statements"
 """``Connection.info``, present while the connection serves a ``Database.single`` unit."""
+
+
+def innermost(session: Session) -> SessionTransaction:
+    """The transaction or savepoint the session is in now."""
+    current = session.get_nested_transaction() or session.get_transaction()
+    assert current is not None, "not in a transaction"
+    return current
 
 
 def in_single_unit(session: Session) -> bool:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from sqlalchemy import insert, inspect, select
+from sqlalchemy import bindparam, insert, inspect, select, update
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
+from store import pending_slots
 from store.models import Action, Decision, new_id, utcnow
 
 _INSERT = insert(Decision)
 """Built once (the row goes as parameters): a statement built per call costs the click's path
 its construction and cache key each time."""
+_COLUMNS = [column.name for column in Decision.__table__.columns]
+_SET_OUTCOME = (
+    update(Action)
+    .where(Action.id == bindparam("decided_action"))
+    .values(outcome=bindparam("new_outcome"))
+)
+_INSERT_DECIDING = _SET_OUTCOME.add_cte(
+    insert(Decision).values({c: bindparam(f"new_{c}") for c in _COLUMNS}).cte("decided")
+)
+"""PostgreSQL: the decision and its action's new outcome in one statement."""
 
 
 class DecisionRepository:
@@ -28,11 +39,14 @@ class DecisionRepository:
         type_: str,
         message: str | None,
         attempt_key: str | None = None,
+        outcome: str | None = None,
     ) -> Decision:
         """Written now, as one Core statement (before anything the transaction locks after
         it, such as the audit chain's head), and added to ``action.decisions`` as a row the
-        session holds: the ORM has nothing left to write for it. Not inside a savepoint: one
-        rolled back would leave the session holding the decision."""
+        session holds: the ORM has nothing left to write for it. ``outcome``: the action's new
+        outcome, written with it (on PostgreSQL in the same statement; its review slots are
+        rewritten at the commit). Not inside a savepoint: one rolled back would leave the
+        session holding the decision."""
         row = {
             "id": new_id("dec"),
             "action_id": action.id,
@@ -45,12 +59,25 @@ class DecisionRepository:
             "created_at": utcnow(),
             "attempt_key": attempt_key,
         }
-        self.session.connection().execute(_INSERT, row)
+        conn = self.session.connection()
+        changed = {"decided_action": action.id, "new_outcome": outcome}
+        if outcome is None:
+            conn.execute(_INSERT, row)
+        elif conn.dialect.name == "postgresql":
+            conn.execute(_INSERT_DECIDING, {**{f"new_{k}": v for k, v in row.items()}, **changed})
+        else:
+            conn.execute(_INSERT, row)
+            conn.execute(_SET_OUTCOME, changed)
         decision = Decision(**row)
         make_transient_to_detached(decision)
         self.session.add(decision)  # persistent, as if loaded: nothing to insert
         if "decisions" in inspect(action).dict:  # else loaded when asked, with this one
             set_committed_value(action, "decisions", [*action.decisions, decision])
+        if outcome is not None:
+            set_committed_value(action, "outcome", outcome)
+            pending_slots.action_changed(
+                self.session, action_id=action.id, request_id=action.request_id
+            )
         return decision
 
     def of_attempt(self, request_id: str, attempt_key: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy import (
+    CTE,
     BindParameter,
     Connection,
     Integer,
@@ -47,8 +48,21 @@ def close_request(session: Session, request_id: str) -> None:
     """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see. Its
     slots are gone now, so the commit need not rewrite them (nor its actions')."""
     session.connection().execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
+    closed_with(session, request_id)
+
+
+def closed_with(session: Session, request_id: str) -> None:
+    """The request's slots were deleted by the statement that took it out of ``pending``
+    (``dropping_slots``): the commit need not rewrite them (nor its actions')."""
     within = session.get_nested_transaction() or session.get_transaction()
     _touched(session).closed[request_id] = within
+
+
+def dropping_slots(closing: CTE) -> CTE:
+    """A DELETE of the slots of the requests ``closing`` returns (their ``id``), to go in the
+    same statement as the UPDATE that closes them (PostgreSQL)."""
+    gone = select(closing.c.id)
+    return delete(PendingSlot).where(PendingSlot.request_id.in_(gone)).cte("slots_dropped")
 
 
 def action_changed(session: Session, *, action_id: str, request_id: str) -> None:

@@ -19,6 +19,7 @@ from store.decision_repository import DecisionRepository
 from store.models import Action, ApprovalRequest, Decision, utcnow
 from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, RequestStatus
+from store.switch import lock_request_of
 
 # Each repository lives in a module of its own (the audit log's beside its chain); callers
 # find these here. A request's claim and its lease have theirs: store.claim_repository.
@@ -134,9 +135,15 @@ class ApprovalRepository:
             stmt = stmt.execution_options(populate_existing=True)
         return self.session.scalars(stmt).unique().one_or_none()
 
-    def get_by_action(self, action_id: str, *, for_update: bool = False) -> ApprovalRequest | None:
+    def get_by_action(
+        self, action_id: str, *, for_update: bool = False, hold_switch: bool = False
+    ) -> ApprovalRequest | None:
         """The request of an action, loaded as ``get`` loads it; ``for_update`` locks the
-        request's row through the action's id in the same statement that finds it."""
+        request's row through the action's id in the same statement that finds it, and
+        ``hold_switch`` then (on PostgreSQL) the kill switch's too (``switch.lock_request_of``)."""
+        if for_update and hold_switch and self.session.connection().dialect.name == "postgresql":
+            held = lock_request_of(self.session, action_id)
+            return None if held is None else self._load(held, fresh=True)
         found = (
             select(ApprovalRequest.id)
             .join(Action, Action.request_id == ApprovalRequest.id)

@@ -5,13 +5,26 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from store.control_models import ExecutionSwitch
-from store.db import affected
+from store.db import affected, innermost
 
 SWITCH_ID = 1
+_HELD_INFO = "switch_held"  # ``Session.info``: (transaction, state) of a switch read and held
+
+# The switch's subquery refers to the locked row, so PostgreSQL runs it once the request's lock
+# is held: lock order, the request's row, then the switch (a pause waits for neither).
+_LOCK_REQUEST_AND_SWITCH = text(
+    "WITH request AS MATERIALIZED (SELECT approval_requests.id FROM approval_requests "
+    "JOIN actions ON actions.request_id = approval_requests.id WHERE actions.id = :action_id "
+    "FOR UPDATE OF approval_requests) "
+    "SELECT request.id, switch.paused, switch.reason, switch.changed_by, switch.changed_at "
+    "FROM request LEFT JOIN LATERAL (SELECT paused, reason, changed_by, changed_at "
+    "FROM execution_switch WHERE id = :switch AND request.id IS NOT NULL FOR SHARE) AS switch "
+    "ON true"
+)
 
 
 @dataclass(frozen=True)
@@ -29,7 +42,11 @@ class SwitchRepository:
     def state(self, *, hold: bool = False) -> SwitchState:
         """``hold``: a shared lock until the transaction ends, so a pause commits either
         before this reader (which then sees it) or after it (PostgreSQL; SQLite writes one at a
-        time)."""
+        time). Not read again if this transaction holds it already (``lock_request_of``)."""
+        if hold:
+            held = self.session.info.get(_HELD_INFO)
+            if held is not None and held[0] is innermost(self.session):
+                return held[1]
         stmt = select(
             ExecutionSwitch.paused,
             ExecutionSwitch.reason,
@@ -56,3 +73,21 @@ class SwitchRepository:
             .execution_options(synchronize_session=False)
         )
         return affected(result) > 0
+
+
+def lock_request_of(session: Session, action_id: str) -> str | None:
+    """PostgreSQL: lock the row of the action's request and then, in the same statement, hold
+    the switch (as ``state(hold=True)`` does, which then reads nothing); the request's id, or
+    ``None`` if there is no such action."""
+    conn = session.connection()
+    row = conn.execute(_LOCK_REQUEST_AND_SWITCH, {"action_id": action_id, "switch": SWITCH_ID})
+    found = row.first()
+    if found is None:
+        return None
+    state = (
+        SwitchState(found.paused, found.reason, found.changed_by, found.changed_at)
+        if found.paused is not None
+        else SwitchState(paused=False)  # a database migrated without the row
+    )
+    session.info[_HELD_INFO] = (innermost(session), state)
+    return str(found.id)

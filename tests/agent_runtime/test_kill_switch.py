@@ -3,19 +3,26 @@ while it is on neither an approval nor a gated tool gets through."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import OperationalError
 
 from agent_runtime.authorization import Actor, Refusal
+from agent_runtime.decision_types import DecisionResult
 from agent_runtime.gate import GateRefused
+from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.kill_switch import KillSwitch, SwitchOutcome
 from agent_runtime.notifier import NullNotifier
 from agent_runtime.policy import Policy
 from store.audit_models import AuditEvent
 from store.models import utcnow
-from store.switch import SwitchState
+from store.repositories import ApprovalRepository
+from store.switch import SwitchRepository, SwitchState
 from tests.agent_runtime.engine_env import REVIEWER, decide, make_env, paused_run
 from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
 
 ADMIN = Actor("U0OPS1")
 ESCALATION = "C0ESCALATE"
@@ -208,4 +215,84 @@ def test_on_postgresql_a_pause_cannot_commit_while_a_grant_is_being_taken(
         )
         assert result == "ok" and paused_meanwhile == [False]
     finally:
+        env.db.dispose()
+
+
+def _request_locked(conn: Connection, action_id: str) -> None:
+    conn.execute(
+        text(
+            "SELECT r.id FROM approval_requests r JOIN actions a ON a.request_id = r.id "
+            "WHERE a.id = :a FOR UPDATE OF r"
+        ),
+        {"a": action_id},
+    )
+
+
+def test_a_pause_while_a_decision_waits_for_its_request_refuses_the_approval(
+    migrated_pg_url, tmp_path
+):
+    """The decision holds the switch (shared) only once it holds its request's row: a pause
+    committed while it waits does not wait for it, and the decision sees the pause."""
+    env = make_env(tmp_path, url=migrated_pg_url)
+    switch, _told = switch_of(env)
+    _run, action_id = paused_run(env)
+    decided: list[DecisionResult] = []
+    paused: list[SwitchOutcome] = []
+    decision = threading.Thread(
+        target=lambda: decided.append(
+            decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+        )
+    )
+    pause = threading.Thread(
+        target=lambda: paused.append(switch.pause(ADMIN, reason="incident").outcome)
+    )
+    try:
+        with env.db.engine.connect() as holder:
+            _request_locked(holder, action_id)
+            decision.start()
+            _wait_until_another_backend_waits_for_a_lock(env.db)
+            pause.start()
+            pause.join(timeout=10)
+            assert not pause.is_alive(), "the pause waited for a decision that holds nothing"
+            holder.rollback()
+        decision.join(timeout=30)
+        assert paused == [SwitchOutcome.PAUSED]
+        assert [r.refusal for r in decided] == [Refusal.EXECUTION_PAUSED]
+        assert env.workspace.effects() == []
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_a_decision_holds_the_switch_until_it_commits(migrated_pg_url, tmp_path):
+    """Once its request is locked, the decision's transaction holds the switch: a pause
+    commits before it (and is seen) or after it, never in between."""
+    env = make_env(tmp_path, url=migrated_pg_url)
+    _run, action_id = paused_run(env)
+    try:
+        with env.db.transaction() as s:
+            request = ApprovalRepository(s).get_by_action(
+                action_id, for_update=True, hold_switch=True
+            )
+            assert request is not None
+            assert not SwitchRepository(s).state(hold=True).paused
+            with env.db.engine.connect() as other:
+                other.execute(text("SET lock_timeout = '200ms'"))
+                with pytest.raises(OperationalError, match="lock timeout"):
+                    other.execute(text("UPDATE execution_switch SET paused = true"))
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_a_database_without_the_switch_row_decides_as_running(migrated_pg_url, tmp_path):
+    env = make_env(tmp_path, url=migrated_pg_url)
+    _run, action_id = paused_run(env)
+    try:
+        with env.db.engine.begin() as conn:
+            conn.execute(text("DELETE FROM execution_switch"))
+        result = decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+        assert result.refusal is None and result.completed
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
