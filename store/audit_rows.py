@@ -2,10 +2,11 @@
 events, and write the events with the head.
 
 Ids are taken while the chain's head is locked, so a chain's order is its ids' order (every id
-a chain's writer takes is above those its previous writer took), and the head's MAC, which
-covers the newest id, is known before anything is written. On PostgreSQL the events and the
-head then go out in one statement; SQLite, whose writers take turns for the whole database,
-numbers them after the highest id and writes them in two.
+a chain's writer takes is above those its previous writer took: the ids' sequence hands out
+numbers in order, as a SERIAL's does with its default CACHE 1), and the head's MAC, which covers
+the newest id, is known before anything is written. On PostgreSQL the events and the head then
+go out in one statement; SQLite, whose writers take turns for the whole database, numbers them
+after the highest id and writes them in two. Ids taken and not used leave gaps.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from sqlalchemy.sql import func
 from store.audit_models import AuditEvent, AuditHead
 
 ID_BLOCK = 3
-"""Ids taken with a chain's lock: a transaction that appends more takes more, under it."""
+"""Ids taken with a chain's lock: as many as a click's transactions append (a decision that
+completes its request two, its outcome three); one that appends more takes more, under it."""
 
 HEAD_FIELDS = ("id", "event_count", "last_event_id", "last_hash", "keyed_from", "mac")
 _EVENTS = cast(Table, AuditEvent.__table__)
@@ -40,12 +42,13 @@ _LIST = ", ".join(HEAD_FIELDS)
 
 # The ids' subquery refers to the locked row, so it runs once the lock is held: in a plain
 # ``SELECT ... FOR UPDATE`` PostgreSQL would take them before waiting for the lock.
+_NEXT_ID = "nextval(pg_get_serial_sequence('audit_events', 'id')::regclass)"
 _PG_LOCK = text(
     f"WITH head AS MATERIALIZED (SELECT {_LIST} FROM audit_head WHERE id = :shard FOR UPDATE) "
-    f"SELECT {_LIST}, ARRAY(SELECT nextval('audit_events_id_seq') "
+    f"SELECT {_LIST}, ARRAY(SELECT {_NEXT_ID} "
     "FROM generate_series(1, :block + 0 * head.event_count)) AS ids FROM head"
 )
-_PG_MORE = text("SELECT nextval('audit_events_id_seq') FROM generate_series(1, :block)")
+_PG_MORE = text(f"SELECT {_NEXT_ID} FROM generate_series(1, :block)")
 _SQLITE_LOCK = select(
     *(_HEADS.c[name] for name in HEAD_FIELDS),
     select(func.coalesce(func.max(_EVENTS.c.id), 0)).scalar_subquery().label("top"),

@@ -64,7 +64,7 @@ class ChainTip:
     appended: list[Appended] = field(default_factory=list)
     written: tuple[int, int] | None = None
     taken: int = 0
-    committing: bool = False  # the transaction's own commit began (not a savepoint's)
+    released: list[SessionTransaction] = field(default_factory=list)  # savepoints released
 
     @classmethod
     def of(
@@ -151,6 +151,7 @@ def hold(session: Session, tip: ChainTip) -> None:
         orm_event.listen(session, "before_commit", _before_commit)
         orm_event.listen(session, "after_commit", _committed)
         orm_event.listen(session, "after_soft_rollback", _rolled_back)
+        orm_event.listen(session, "after_transaction_end", _ended)
         orm_event.listen(session, "do_orm_execute", _before_query)
         session.info[_HOOKED_INFO] = True
 
@@ -164,28 +165,59 @@ def _current(session: Session) -> ChainTip | None:
 
 def _before_commit(session: Session) -> None:
     tip = _current(session)
-    if tip is not None and session.get_nested_transaction() is None:
-        tip.committing = True  # the transaction's own commit, not a savepoint's
+    releasing = session.get_nested_transaction()
+    if tip is not None and releasing is not None:
+        tip.released.append(releasing)
     write_tip(session)
 
 
 def _rolled_back(session: Session, previous: SessionTransaction) -> None:
+    """``previous`` may be a flush's subtransaction: what the database rolled back is the
+    savepoint or transaction around it."""
+    undone = previous
+    while undone.parent is not None and not undone.nested:
+        undone = undone.parent
+    _undo(session, undone)
+
+
+def _ended(session: Session, transaction: SessionTransaction) -> None:
+    """A savepoint that ends without being released was rolled back (a failed flush inside
+    it, or ``close()``, says so with no rollback event of its own); the transaction's end
+    forgets its tip."""
     tip: ChainTip | None = session.info.get(_TIP_INFO)
-    if tip is not None and tip.rolled_back(previous):
+    if tip is None:
+        return
+    if transaction.nested and not any(t is transaction for t in tip.released):
+        _undo(session, transaction)
+    elif transaction is tip.transaction:
+        del session.info[_TIP_INFO]
+
+
+def _undo(session: Session, undone: SessionTransaction) -> None:
+    tip: ChainTip | None = session.info.get(_TIP_INFO)
+    if tip is not None and tip.rolled_back(undone):
         del session.info[_TIP_INFO]
 
 
 def _committed(session: Session) -> None:
     """Once the transaction (not a savepoint inside it) committed, its events are durable:
-    the high-water mark counts them and the log shows them."""
+    the high-water mark counts what was written and the log shows it."""
     tip: ChainTip | None = session.info.get(_TIP_INFO)
-    if tip is None or tip.transaction.is_active:
+    if tip is None or session.get_nested_transaction() is not None:
         return  # nothing appended, or a savepoint was released: it may still roll back
+    if session.get_transaction() is not tip.transaction:
+        return
     del session.info[_TIP_INFO]
-    if not tip.committing or not tip.appended:
-        return  # a tip left by a transaction that did not commit
-    tip.seen.saw(tip.count, tip.shard)
+    if not tip.appended:
+        return
+    unwritten = [a.event.kind for a in tip.appended if a.written_in is None]
+    if unwritten or tip.written != (tip.count, tip.appended[-1].event.id):
+        logger.error("audit events recorded after the commit's write were lost: %s", unwritten)
+    if tip.written is not None:
+        tip.seen.saw(tip.written[0], tip.shard)
     for appended in tip.appended:
+        if appended.written_in is None:
+            continue
         event = appended.event
         ids = {"event": event.kind, "outcome": event.outcome}
         for name, value in (

@@ -3,8 +3,13 @@ released inside a transaction that rolls back counts nothing as committed."""
 
 from __future__ import annotations
 
-import pytest
+import logging
 
+import pytest
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from store.audit_models import AuditEvent, AuditHead
 from store.repositories import AuditRepository
 from tests.store.audit_env import check, open_store
 
@@ -77,6 +82,55 @@ def test_an_event_a_rolled_back_savepoint_wrote_is_written_again(store_url: str)
             raise Boom
     with db.transaction() as s:
         assert [e.kind for e in AuditRepository(s).for_run("r4")] == ["before the savepoint"]
+    report = check(db)
+    assert report.intact and report.checked == 1, report
+    db.dispose()
+
+
+def test_a_failed_flush_inside_a_savepoint_undoes_its_events(store_url: str) -> None:
+    """A flush that fails inside a savepoint rolls the savepoint back in the database, and only
+    the flush's own rollback is announced: the events written in it are written again, those
+    recorded in it are gone, and the head counts what is left."""
+    db = open_store(store_url)
+    with db.transaction() as s:
+        AuditRepository(s).record("kept", run_id="r5")
+        with pytest.raises(IntegrityError), s.begin_nested():
+            AuditRepository(s).record("undone", run_id="r5")
+            s.add(AuditHead(id=0))  # a head that exists: the flush fails
+            s.scalars(select(AuditEvent))  # the events are written first, in the savepoint
+    with db.transaction() as s:
+        assert [e.kind for e in AuditRepository(s).for_run("r5")] == ["kept"]
+    report = check(db)
+    assert report.intact and report.checked == 1, report
+    db.dispose()
+
+
+def test_a_savepoint_closed_without_release_undoes_its_events(store_url: str) -> None:
+    db = open_store(store_url)
+    with db.transaction() as s:
+        AuditRepository(s).record("kept", run_id="r6")
+        savepoint = s.begin_nested()
+        AuditRepository(s).record("undone", run_id="r6")
+        AuditRepository(s).for_run("r6")  # both written, in the savepoint
+        savepoint.close()
+    with db.transaction() as s:
+        assert [e.kind for e in AuditRepository(s).for_run("r6")] == ["kept"]
+    report = check(db)
+    assert report.intact and report.checked == 1, report
+    db.dispose()
+
+
+def test_events_in_a_savepoint_left_open_are_committed_counted_and_logged(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The commit releases the savepoint after its own hook ran: the events still count as
+    the transaction's, in the log and in the high-water mark."""
+    db = open_store(store_url)
+    caplog.set_level(logging.INFO, logger="store.audit_log")
+    with db.transaction() as s:
+        s.begin_nested()
+        AuditRepository(s).record("in an open savepoint", run_id="r7")
+    assert "audit in an open savepoint (info)" in caplog.messages
     report = check(db)
     assert report.intact and report.checked == 1, report
     db.dispose()
