@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, CheckConstraint, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from store.models import Base, utcnow
@@ -17,7 +17,10 @@ from store.models import Base, utcnow
 class AuditEvent(Base):
     __tablename__ = "audit_events"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # 64-bit on PostgreSQL (migration 0018); SQLite's rowid alias must be spelled INTEGER.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     kind: Mapped[str] = mapped_column(String(48))
     outcome: Mapped[str] = mapped_column(String(16), default="info")
@@ -53,7 +56,7 @@ class AuditHead(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     event_count: Mapped[int] = mapped_column(Integer, default=0)
-    last_event_id: Mapped[int | None] = mapped_column(Integer)
+    last_event_id: Mapped[int | None] = mapped_column(BigInteger)
     last_hash: Mapped[str] = mapped_column(String(64), default="")
     keyed_from: Mapped[int | None] = mapped_column(Integer)
     mac: Mapped[str] = mapped_column(String(64), default="")

@@ -260,3 +260,20 @@ def test_ids_are_taken_once_the_chain_is_held(pg_url: str) -> None:
     report = check(db)
     assert report.intact and report.checked == ID_BLOCK + 3, report
     db.dispose()
+
+
+def test_ids_go_past_the_32_bit_limit(pg_url: str) -> None:
+    """Ids are taken a few at a time, so a busy log uses them up faster than it appends:
+    they are 64-bit, and the chain holds past 2**31."""
+    db = open_store(pg_url)
+    with db.engine.begin() as conn:
+        conn.execute(
+            text("SELECT setval(pg_get_serial_sequence('audit_events', 'id'), :near)"),
+            {"near": 2**31 - 2},
+        )
+    append(db, "a", "b", "c")
+    with db.transaction() as s:
+        assert min(e.id for e in AuditRepository(s).iter_all()) >= 2**31 - 1
+    report = check(db)
+    assert report.intact and report.checked == 3, report
+    db.dispose()
