@@ -26,7 +26,6 @@ from store.db import HighWater, innermost
 logger = logging.getLogger("store.audit_log")
 
 _TIP_INFO = "audit_tip"  # ``Session.info``: the chain tip of the session's transaction
-_HOOKED_INFO = "audit_tip_hooked"  # ``Session.info``: the session's hooks are in place
 
 
 def _within(transaction: SessionTransaction, ancestor: SessionTransaction) -> bool:
@@ -145,15 +144,9 @@ def held_tip(session: Session, shard: int) -> ChainTip | None:
 
 
 def hold(session: Session, tip: ChainTip) -> None:
-    """Keep the tip for the transaction, to be written when it commits."""
+    """Keep the tip for the transaction, to be written when it commits (the hooks below are
+    every session's: listening on each session would cost each transaction that appends)."""
     session.info[_TIP_INFO] = tip
-    if not session.info.get(_HOOKED_INFO):
-        orm_event.listen(session, "before_commit", _before_commit)
-        orm_event.listen(session, "after_commit", _committed)
-        orm_event.listen(session, "after_soft_rollback", _rolled_back)
-        orm_event.listen(session, "after_transaction_end", _ended)
-        orm_event.listen(session, "do_orm_execute", _before_query)
-        session.info[_HOOKED_INFO] = True
 
 
 def _current(session: Session) -> ChainTip | None:
@@ -163,6 +156,7 @@ def _current(session: Session) -> ChainTip | None:
     return tip
 
 
+@orm_event.listens_for(Session, "before_commit")
 def _before_commit(session: Session) -> None:
     tip = _current(session)
     releasing = session.get_nested_transaction()
@@ -171,6 +165,7 @@ def _before_commit(session: Session) -> None:
     write_tip(session)
 
 
+@orm_event.listens_for(Session, "after_soft_rollback")
 def _rolled_back(session: Session, previous: SessionTransaction) -> None:
     """``previous`` may be a flush's subtransaction: what the database rolled back is the
     savepoint or transaction around it."""
@@ -180,6 +175,7 @@ def _rolled_back(session: Session, previous: SessionTransaction) -> None:
     _undo(session, undone)
 
 
+@orm_event.listens_for(Session, "after_transaction_end")
 def _ended(session: Session, transaction: SessionTransaction) -> None:
     """A savepoint that ends without being released was rolled back (a failed flush inside
     it, or ``close()``, says so with no rollback event of its own); the transaction's end
@@ -199,6 +195,7 @@ def _undo(session: Session, undone: SessionTransaction) -> None:
         del session.info[_TIP_INFO]
 
 
+@orm_event.listens_for(Session, "after_commit")
 def _committed(session: Session) -> None:
     """Once the transaction (not a savepoint inside it) committed, its events are durable:
     the high-water mark counts what was written and the log shows it."""
@@ -231,6 +228,7 @@ def _committed(session: Session) -> None:
         logger.info("audit %s (%s)", event.kind, event.outcome, extra=ids)
 
 
+@orm_event.listens_for(Session, "do_orm_execute")
 def _before_query(state: ORMExecuteState) -> None:
     """A query of the session sees the transaction's events, as it would see any row the
     session added (the head is still written once, at the commit)."""
