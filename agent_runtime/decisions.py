@@ -111,7 +111,8 @@ class DecisionRecorder:
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:
             repos = ApprovalRepository(s)
-            request = repos.get_by_action(action_id, for_update=True, hold_switch=True)
+            signing = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
+            request = repos.get_by_action(action_id, for_update=True, hold_switch=signing)
             if request is not None and attempt.card is not None:
                 adopt_clicked_card(repos, request, card=attempt.card)
             action = (

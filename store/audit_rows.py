@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
-    Insert,
     Table,
     TextClause,
     bindparam,
@@ -85,20 +84,15 @@ def more_ids(conn: Connection, *, after: int) -> list[int]:
     return list(range(after + 1, after + 1 + ID_BLOCK))
 
 
-@functools.lru_cache(maxsize=16)
-def _insert(rows: int) -> Insert:
-    """One INSERT of ``rows`` events, built once per size (each value a parameter)."""
-    values = [
-        {c.name: bindparam(f"{c.name}_{n}", type_=c.type) for c in _EVENTS.columns}
-        for n in range(rows)
-    ]
-    return insert(_EVENTS).values(values)
+_INSERT_EVENTS = insert(_EVENTS)
+"""Events without the head: several rows as one statement (SQLAlchemy's insertmanyvalues)."""
 
 
 @functools.lru_cache(maxsize=16)
 def _appended(rows: int) -> TextClause:
-    """The INSERT of ``rows`` events and the head's write, in one statement (as text: SQLAlchemy
-    compiles an UPDATE with a data-modifying CTE again at every execution)."""
+    """The INSERT of ``rows`` events and the head's write, in one statement (as text: a Core
+    INSERT of several rows of VALUES has no cache key, and would be compiled at every
+    execution)."""
     names = ", ".join(EVENT_FIELDS)
     values = ", ".join(
         "(" + ", ".join(f":{name}_{n}" for name in EVENT_FIELDS) + ")" for n in range(rows)
@@ -127,6 +121,7 @@ def write(conn: Connection, events: Sequence[AuditEvent], *, head: dict[str, Any
     if head is not None and conn.dialect.name == "postgresql":
         conn.execute(_appended(len(events)), {**_params(events), **head})
         return
-    conn.execute(_insert(len(events)), _params(events))
+    rows = [{name: getattr(e, name) for name in EVENT_FIELDS} for e in events]
+    conn.execute(_INSERT_EVENTS, rows)
     if head is not None:
         conn.execute(_WRITE_HEAD, head)

@@ -26,6 +26,7 @@ from store.db import HighWater, innermost
 logger = logging.getLogger("store.audit_log")
 
 _TIP_INFO = "audit_tip"  # ``Session.info``: the chain tip of the session's transaction
+_QUERIES_INFO = "audit_tip_queries"  # ``Session.info``: the session's queries write events first
 
 
 def _within(transaction: SessionTransaction, ancestor: SessionTransaction) -> bool:
@@ -144,9 +145,13 @@ def held_tip(session: Session, shard: int) -> ChainTip | None:
 
 
 def hold(session: Session, tip: ChainTip) -> None:
-    """Keep the tip for the transaction, to be written when it commits (the hooks below are
-    every session's: listening on each session would cost each transaction that appends)."""
+    """Keep the tip for the transaction, to be written when it commits. The commit and
+    rollback hooks below are every session's (cheap for one that appends nothing); the query
+    hook is this session's only, since every ORM query would pay for it."""
     session.info[_TIP_INFO] = tip
+    if not session.info.get(_QUERIES_INFO):
+        orm_event.listen(session, "do_orm_execute", _before_query)
+        session.info[_QUERIES_INFO] = True
 
 
 def _current(session: Session) -> ChainTip | None:
@@ -228,7 +233,6 @@ def _committed(session: Session) -> None:
         logger.info("audit %s (%s)", event.kind, event.outcome, extra=ids)
 
 
-@orm_event.listens_for(Session, "do_orm_execute")
 def _before_query(state: ORMExecuteState) -> None:
     """A query of the session sees the transaction's events, as it would see any row the
     session added (the head is still written once, at the commit)."""

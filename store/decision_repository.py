@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, insert, inspect, select, update
+import functools
+
+from sqlalchemy import Update, bindparam, insert, inspect, select, update
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -12,16 +14,19 @@ from store.models import Action, Decision, new_id, utcnow
 _INSERT = insert(Decision)
 """Built once (the row goes as parameters): a statement built per call costs the click's path
 its construction and cache key each time."""
-_COLUMNS = [column.name for column in Decision.__table__.columns]
 _SET_OUTCOME = (
     update(Action)
     .where(Action.id == bindparam("decided_action"))
     .values(outcome=bindparam("new_outcome"))
 )
-_INSERT_DECIDING = _SET_OUTCOME.add_cte(
-    insert(Decision).values({c: bindparam(f"new_{c}") for c in _COLUMNS}).cte("decided")
-)
-"""PostgreSQL: the decision and its action's new outcome in one statement."""
+
+
+@functools.lru_cache(maxsize=4)
+def _inserting_deciding(names: tuple[str, ...]) -> Update:
+    """PostgreSQL: the decision (these columns) and its action's new outcome in one
+    statement, built once."""
+    row = insert(Decision).values({name: bindparam(f"new_{name}") for name in names})
+    return _SET_OUTCOME.add_cte(row.cte("decided"))
 
 
 class DecisionRepository:
@@ -64,7 +69,8 @@ class DecisionRepository:
         if outcome is None:
             conn.execute(_INSERT, row)
         elif conn.dialect.name == "postgresql":
-            conn.execute(_INSERT_DECIDING, {**{f"new_{k}": v for k, v in row.items()}, **changed})
+            deciding = _inserting_deciding(tuple(row))
+            conn.execute(deciding, {**{f"new_{k}": v for k, v in row.items()}, **changed})
         else:
             conn.execute(_INSERT, row)
             conn.execute(_SET_OUTCOME, changed)

@@ -3,8 +3,9 @@
 "What waits on me" reads this small table instead of scanning every action's JSON roles.
 The rows follow the requests and actions a transaction changed when it commits
 (:func:`_follow_flush`, :func:`_write_slots`), whoever changed them through the ORM; the
-store's Core statements that move a request out of ``pending`` call :func:`close_request`,
-and those that write an action's outcome :func:`action_changed`.
+store's Core statements that move a request out of ``pending`` call :func:`close_request`
+(or, when the statement deleted the slots itself, :func:`closed_with`), and those that write an
+action's outcome :func:`action_changed`.
 """
 
 from __future__ import annotations
@@ -126,9 +127,9 @@ class _Touched:
     requests: set[str] = field(default_factory=set)
     actions: dict[str, str] = field(default_factory=dict)  # action id -> request id
     closed: dict[str, object] = field(default_factory=dict)
-    """Requests a bulk UPDATE took out of ``pending`` (``close_request``) and nothing changed
-    since: no slots to write back. Each with the (sub)transaction that closed it: a savepoint
-    rolled back takes its closes with it."""
+    """Requests a bulk UPDATE took out of ``pending`` (``close_request``, ``closed_with``)
+    and nothing changed since: no slots to write back. Each with the (sub)transaction that
+    closed it: a savepoint rolled back takes its closes with it."""
 
     def to_refresh(self) -> tuple[set[str], set[str]]:
         """The requests and actions whose slots the commit rewrites."""

@@ -1,21 +1,24 @@
-"""The kill switch's row: read (under a shared lock at the point of effect) and flipped."""
+"""The kill switch's row: read under a shared lock where it matters (at the point of effect, and
+by a decision that would approve, from the statement that locks its request), and flipped."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import select, text, update
+from sqlalchemy import Boolean, String, Text, select, text, update
 from sqlalchemy.orm import Session
 
 from store.control_models import ExecutionSwitch
 from store.db import affected, innermost
+from store.models import UTCDateTime
 
 SWITCH_ID = 1
 _HELD_INFO = "switch_held"  # ``Session.info``: (transaction, state) of a switch read and held
 
 # The switch's subquery refers to the locked row, so PostgreSQL runs it once the request's lock
-# is held: lock order, the request's row, then the switch (a pause waits for neither).
+# is held: lock order, the request's row, then the switch. A pause does not wait for a decision
+# still waiting for its request; it waits for one that holds the switch, until it commits.
 _LOCK_REQUEST_AND_SWITCH = text(
     "WITH request AS MATERIALIZED (SELECT approval_requests.id FROM approval_requests "
     "JOIN actions ON actions.request_id = approval_requests.id WHERE actions.id = :action_id "
@@ -24,6 +27,12 @@ _LOCK_REQUEST_AND_SWITCH = text(
     "FROM request LEFT JOIN LATERAL (SELECT paused, reason, changed_by, changed_at "
     "FROM execution_switch WHERE id = :switch AND request.id IS NOT NULL FOR SHARE) AS switch "
     "ON true"
+).columns(
+    id=String(),
+    paused=Boolean(),
+    reason=Text(),
+    changed_by=String(),
+    changed_at=UTCDateTime(),  # as the model reads it
 )
 
 
@@ -44,6 +53,7 @@ class SwitchRepository:
         before this reader (which then sees it) or after it (PostgreSQL; SQLite writes one at a
         time). Not read again if this transaction holds it already (``lock_request_of``)."""
         if hold:
+            self.session.connection()  # the transaction has begun
             held = self.session.info.get(_HELD_INFO)
             if held is not None and held[0] is innermost(self.session):
                 return held[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, event, select, text
 from sqlalchemy.exc import OperationalError
 
 from agent_runtime.authorization import Actor, Refusal
@@ -293,6 +293,24 @@ def test_a_database_without_the_switch_row_decides_as_running(migrated_pg_url, t
             conn.execute(text("DELETE FROM execution_switch"))
         result = decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
         assert result.refusal is None and result.completed
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_only_a_decision_that_would_approve_holds_the_switch(migrated_pg_url, tmp_path):
+    """A reject is recorded while paused, so it never looks at the switch: a pause does not
+    wait behind a queue of rejects."""
+    env = make_env(tmp_path, url=migrated_pg_url)
+    _run, action_id = paused_run(env)
+    sent: list[str] = []
+    try:
+        event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+        rejected = decide(
+            env, action_id=action_id, actor=REVIEWER, decision="reject", message="not now"
+        )
+        assert rejected.refusal is None
+        assert sent and not [q for q in sent if "execution_switch" in q]
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()

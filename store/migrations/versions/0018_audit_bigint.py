@@ -1,6 +1,7 @@
 """Audit event ids as 64-bit integers on PostgreSQL: ids are taken a few at a time with a
 chain's lock (those not used leave gaps), and a busy log would reach the 32-bit limit in years,
-not decades. SQLite's integers are 64-bit already.
+not decades. SQLite's integers are 64-bit already. PostgreSQL rewrites the table under an
+exclusive lock: appends (every decision makes one) wait until it is done.
 
 Revision ID: 0018
 """
@@ -29,7 +30,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Refused by PostgreSQL once an id is past the 32-bit limit: nothing is cut short."""
+    """Refused by PostgreSQL once an id, or the sequence, is past the 32-bit limit (ids taken
+    and not used count too): nothing is cut short."""
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute("ALTER TABLE audit_head ALTER COLUMN last_event_id TYPE integer")
