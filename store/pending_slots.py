@@ -149,12 +149,17 @@ def _touched(session: Session) -> _Touched:
 
 @event.listens_for(Session, "after_soft_rollback")
 def _forget_rolled_back_closes(session: Session, previous: SessionTransaction) -> None:
-    """A savepoint rolled back undid the closes made in it (and in savepoints inside it)."""
+    """A savepoint rolled back undid the closes made in it (and in savepoints inside it).
+    ``previous`` may be a failed flush's subtransaction: what the database rolled back is the
+    savepoint (or transaction) around it."""
     held = session.info.get(_TOUCHED_INFO)
-    if not previous.nested or not isinstance(held, _Touched):
+    undone = previous
+    while undone.parent is not None and not undone.nested:
+        undone = undone.parent
+    if not undone.nested or not isinstance(held, _Touched):
         return
     for request_id, within in list(held.closed.items()):
-        if _inside(within, previous):
+        if _inside(within, undone):
             del held.closed[request_id]
 
 

@@ -10,9 +10,11 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store import pending_slots
+from store.audit_models import AuditHead
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.migrate import MIGRATIONS, upgrade
@@ -373,6 +375,27 @@ def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(stor
         savepoint = s.begin_nested()
         assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
         savepoint.rollback()
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == []
+    assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
+    db.dispose()
+
+
+def test_a_claim_undone_by_a_failed_flush_in_its_savepoint_is_forgotten_too(store_url: str):
+    """A flush that fails inside the savepoint rolls the savepoint back, and SQLAlchemy
+    announces only the flush's own rollback: the claim made in it is forgotten all the same."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    both = _request(db, [RM], [SECURITY])
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(both.id, for_update=True)
+        assert request is not None
+        request.actions[0].outcome = "approved"  # the release managers' part is decided
+        s.flush()
+        with pytest.raises(IntegrityError), s.begin_nested():
+            assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
+            s.add(AuditHead(id=0))  # a head that exists: the flush fails
+            s.flush()
     _agree(db)
     assert _fast(db, REL, [RM], [REQUESTER]) == []
     assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
