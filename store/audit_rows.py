@@ -85,7 +85,7 @@ def more_ids(conn: Connection, *, after: int) -> list[int]:
 
 
 _INSERT_EVENTS = insert(_EVENTS)
-"""Events without the head: several rows as one statement (SQLAlchemy's insertmanyvalues)."""
+"""Events without the head (several go as one cached executemany)."""
 
 
 @functools.lru_cache(maxsize=16)

@@ -299,8 +299,8 @@ def test_a_database_without_the_switch_row_decides_as_running(migrated_pg_url, t
 
 
 def test_only_a_decision_that_would_approve_holds_the_switch(migrated_pg_url, tmp_path):
-    """A reject is recorded while paused, so it never looks at the switch: a pause does not
-    wait behind a queue of rejects."""
+    """A reject would be recorded even while paused, so it never looks at the switch: a pause
+    does not wait behind a queue of rejects."""
     env = make_env(tmp_path, url=migrated_pg_url)
     _run, action_id = paused_run(env)
     sent: list[str] = []
