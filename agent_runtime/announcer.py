@@ -25,7 +25,12 @@ from agent_runtime.views import ApprovalView, Reviewers, RunView, approval_view,
 from store.db import Database
 from store.locks import ThreadLocks
 from store.maintenance import MaintenanceQueries
-from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.repositories import (
+    ApprovalRepository,
+    AuditRepository,
+    CardRepository,
+    RunRepository,
+)
 from store.statuses import RequestStatus
 
 logger = logging.getLogger(__name__)
@@ -108,7 +113,7 @@ class Announcer:
             )
             # Moved on: left to the repair until the card is drawn again (a crash between).
             shows = None if moved else drawn.status
-            repo.adopt_card(request, channel=ref.channel, ts=ref.ts, shows=shows)
+            CardRepository(s).adopt_card(request, channel=ref.channel, ts=ref.ts, shows=shows)
             if moved:
                 now = approval_view(request)  # with the reference as stored now
         if moved:

@@ -10,7 +10,7 @@ from agent_runtime.card_draws import CardDraws, decisions_on
 from agent_runtime.notifier import Notifier
 from agent_runtime.views import ApprovalView, approval_view
 from store.db import Database
-from store.repositories import ApprovalRepository
+from store.repositories import ApprovalRepository, CardRepository
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class CardUpdates:
                 return None
             if turn.overlapping_oldest is not None:
                 with self.db.single() as s:
-                    ApprovalRepository(s).forget_card(view.id, shows=turn.overlapping_oldest)
+                    CardRepository(s).forget_card(view.id, shows=turn.overlapping_oldest)
             try:
                 self.notifier.approval_updated(view)
             except Exception:
@@ -41,7 +41,7 @@ class CardUpdates:
                 turn.sent()
                 landing = turn.back()
                 with self.db.single() as s:
-                    ApprovalRepository(s).forget_card(view.id, shows=view.status)
+                    CardRepository(s).forget_card(view.id, shows=view.status)
                 return self._now(view.id) if landing.last and landing.overlapped else None
             turn.sent()
             landing = turn.back()
@@ -50,16 +50,15 @@ class CardUpdates:
         if landing.overlapped:
             return self._now(view.id)
         with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-            if ApprovalRepository(s).mark_card(
+            if CardRepository(s).mark_card(
                 view.id, status=view.status, decisions=decisions_on(view)
             ):
                 return None
         # Drawn before a change that another process drew first (a cancel, or a decision,
         # between a decision and its redraw): Slack shows whichever update came last.
         with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            repo.forget_card(view.id, shows=view.status)  # left to the repair if not drawn now
-            request = repo.get(view.id)
+            CardRepository(s).forget_card(view.id, shows=view.status)  # left to the repair
+            request = ApprovalRepository(s).get(view.id)
             now = approval_view(request) if request is not None else None
         if now is not None and (now.status, decisions_on(now)) != (
             view.status,

@@ -13,7 +13,12 @@ from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Policy
 from agent_runtime.wire import action_hash
 from store.models import Action, ApprovalRequest
-from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
+from store.repositories import (
+    ApprovalRepository,
+    AuditRepository,
+    CardRepository,
+    DecisionRepository,
+)
 from store.statuses import ActionOutcome, DecisionType
 from store.switch import SwitchRepository
 
@@ -65,9 +70,7 @@ def audit_refusal(
     )
 
 
-def adopt_clicked_card(
-    repo: ApprovalRepository, request: ApprovalRequest, *, card: MessageRef
-) -> None:
+def adopt_clicked_card(repo: CardRepository, request: ApprovalRequest, *, card: MessageRef) -> None:
     """A click on a card whose reference is not stored yet (its post is still being answered,
     or the answer was lost): the message clicked, where the card is posted (the run's channel
     or the request's review channel), is the card. What it shows is not known to be current:

@@ -28,7 +28,12 @@ from agent_runtime.policy import Policy
 from agent_runtime.views import approval_view
 from store.db import Database
 from store.models import Action, ApprovalRequest
-from store.repositories import ApprovalRepository, AuditRepository, DecisionRepository
+from store.repositories import (
+    ApprovalRepository,
+    AuditRepository,
+    CardRepository,
+    DecisionRepository,
+)
 from store.statuses import DecisionType, RequestStatus
 
 __all__ = ["Attempt", "DecisionRecorder", "DecisionResult"]
@@ -114,7 +119,7 @@ class DecisionRecorder:
             signing = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
             request = repos.get_by_action(action_id, for_update=True, hold_switch=signing)
             if request is not None and attempt.card is not None:
-                adopt_clicked_card(repos, request, card=attempt.card)
+                adopt_clicked_card(CardRepository(s), request, card=attempt.card)
             action = (
                 next((a for a in request.actions if a.id == action_id), None) if request else None
             )
@@ -157,7 +162,7 @@ class DecisionRecorder:
                     detail={"owner": self.claims.owner},
                 )
             else:  # still pending, one decision more: the card shows one fewer until drawn
-                repos.forget_card(request.id, shows=RequestStatus.PENDING)
+                CardRepository(s).forget_card(request.id, shows=RequestStatus.PENDING)
             signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
             progressed = (action.id,) if signed and action.outcome is None else ()
             return DecisionResult(

@@ -7,16 +7,17 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Update, bindparam, case, func, literal_column, select, update
+from sqlalchemy import Update, bindparam, literal_column, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.sql.elements import BindParameter, Label
+from sqlalchemy.sql.elements import Label
 
 from store import pending_slots
 from store.audit_log import AuditRepository, clean_text
+from store.card_repository import CardRepository
 from store.db import affected
 from store.decision_repository import DecisionRepository
-from store.models import Action, ApprovalRequest, Decision, utcnow
+from store.models import Action, ApprovalRequest, utcnow
 from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, RequestStatus
 from store.switch import lock_request_of
@@ -27,6 +28,7 @@ __all__ = [
     "ApprovalRepository",
     "AuditRepository",
     "CardPlace",
+    "CardRepository",
     "DecisionRepository",
     "RunRepository",
     "affected",
@@ -42,26 +44,6 @@ def _action_update(names: tuple[str, ...]) -> Update:
         .where(Action.id == bindparam("decided_action"))
         .values({name: bindparam(name) for name in names})
     )
-
-
-_SHOWS: BindParameter[str] = bindparam("shows")
-_FORGET = (
-    update(ApprovalRequest)
-    .where(ApprovalRequest.id == bindparam("forgotten"))
-    .values(
-        card_status=case(
-            (
-                ApprovalRequest.status == _SHOWS,
-                case(
-                    (ApprovalRequest.status == RequestStatus.RESUMING, ApprovalRequest.card_status),
-                    else_=None,
-                ),
-            ),
-            else_=_SHOWS,
-        )
-    )
-)
-"""Built once: a sign-off that leaves more to give sends it in its transaction."""
 
 
 def _ended(status: str, outcome: str) -> dict[str, object]:
@@ -214,38 +196,6 @@ class ApprovalRepository:
         )
         return affected(result) > 0
 
-    def mark_card(self, request_id: str, *, status: str, decisions: int) -> bool:
-        """Remember that the card shows ``status``; False (nothing remembered) if the request
-        has moved on since it was drawn with ``decisions`` decisions: its status, or a
-        decision recorded since (the status alike). The card is out of date and must be drawn
-        again."""
-        recorded = (
-            select(func.count())
-            .select_from(Decision)
-            .where(Decision.request_id == request_id)
-            .scalar_subquery()
-        )
-        result = self.session.execute(
-            update(ApprovalRequest)
-            .where(
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.status == status,
-                recorded == decisions,
-            )
-            .values(card_status=status)
-            .execution_options(synchronize_session=False)
-        )
-        return affected(result) > 0
-
-    def forget_card(self, request_id: str, *, shows: str) -> None:
-        """The card may show an older drawing than the one marked (it reached Slack after a
-        newer one): with the status it shows, what it shows is forgotten; otherwise it is put
-        back to ``shows``, the status that drawing showed. Either way the repair finds it out
-        of date, if nothing draws it again first. Except while resuming with a drawing that
-        says so: the repair looks at a resuming card only if it may still show its buttons,
-        and what the row says (the buttons, or "resuming") is then kept."""
-        self.session.connection().execute(_FORGET, {"forgotten": request_id, "shows": shows})
-
     def finish(self, request: ApprovalRequest, *, status: str, outcome: str) -> None:
         for name, value in _ended(status, outcome).items():
             setattr(request, name, value)
@@ -302,16 +252,3 @@ class ApprovalRepository:
             pending_slots.action_changed(
                 self.session, action_id=action.id, request_id=action.request_id
             )
-
-    def adopt_card(
-        self, request: ApprovalRequest, *, channel: str, ts: str, shows: str | None
-    ) -> bool:
-        """Remember where the card is, unless a reference is already stored (the first one
-        found wins); ``shows``: the status the card was drawn with, ``None`` if it is not
-        known to show the request as it is now. Lock the row first."""
-        if request.card_ts is not None:
-            return False
-        request.card_channel = channel
-        request.card_ts = ts
-        request.card_status = shows
-        return True

@@ -14,7 +14,12 @@ from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.migrate import upgrade
 from store.models import Action, Run
-from store.repositories import ApprovalRepository, CardPlace, DecisionRepository
+from store.repositories import (
+    ApprovalRepository,
+    CardPlace,
+    CardRepository,
+    DecisionRepository,
+)
 from store.statuses import RequestStatus
 from tests.agent_runtime.rows import seed_request
 from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
@@ -179,7 +184,7 @@ def test_closing_returns_where_the_card_was_stored_while_it_waited(pg_url: str) 
         assert request is not None
         worker.start()
         _wait_until_another_backend_waits_for_a_lock(db)
-        ApprovalRepository(adopting).adopt_card(request, channel="C7", ts="7.7", shows="pending")
+        CardRepository(adopting).adopt_card(request, channel="C7", ts="7.7", shows="pending")
     worker.join(timeout=30)
     assert closed == [CardPlace(channel="C7", ts="7.7")]
     assert _status(db, request_id) == RequestStatus.RESOLVED
