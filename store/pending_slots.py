@@ -127,6 +127,7 @@ class _Touched:
     requests: set[str] = field(default_factory=set)
     actions: dict[str, str] = field(default_factory=dict)  # action id -> request id
     closed: dict[str, object] = field(default_factory=dict)
+    released: list[object] = field(default_factory=list)  # savepoints released so far
     """Requests a bulk UPDATE took out of ``pending`` (``close_request``, ``closed_with``)
     and nothing changed since: no slots to write back. Each with the (sub)transaction that
     closed it: a savepoint rolled back takes its closes with it."""
@@ -172,12 +173,29 @@ def _inside(transaction: object, savepoint: SessionTransaction) -> bool:
     return False
 
 
+@event.listens_for(Session, "after_transaction_end")
+def _forget_closes_of_a_closed_savepoint(session: Session, ending: SessionTransaction) -> None:
+    """A savepoint that ends without being released was rolled back (``close()`` says so with
+    no rollback event): the closes made in it are undone."""
+    held = session.info.get(_TOUCHED_INFO)
+    if not ending.nested or not isinstance(held, _Touched):
+        return
+    if any(released is ending for released in held.released):
+        return
+    for request_id, within in list(held.closed.items()):
+        if _inside(within, ending):
+            del held.closed[request_id]
+
+
 @event.listens_for(Session, "before_commit")
 def _write_slots(session: Session) -> None:
     """Rewrite the slots of what the transaction touched, in it, once: a transaction may
     change an action and its request in several flushes or statements, and each rewrite costs
     two statements."""
     if session.in_nested_transaction():
+        held = session.info.get(_TOUCHED_INFO)
+        if isinstance(held, _Touched):
+            held.released.append(session.get_nested_transaction())
         return
     session.flush()
     held = session.info.pop(_TOUCHED_INFO, None)

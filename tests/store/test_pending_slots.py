@@ -402,6 +402,26 @@ def test_a_claim_undone_by_a_failed_flush_in_its_savepoint_is_forgotten_too(stor
     db.dispose()
 
 
+def test_a_claim_in_a_savepoint_closed_without_release_is_forgotten(store_url: str):
+    """``close()`` on a savepoint rolls it back with no rollback event: the claim made in it
+    is forgotten all the same, and the commit rewrites the request's slots."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    both = _request(db, [RM], [SECURITY])
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(both.id, for_update=True)
+        assert request is not None
+        request.actions[0].outcome = "approved"  # the release managers' part is decided
+        s.flush()
+        savepoint = s.begin_nested()
+        assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
+        savepoint.close()
+    _agree(db)
+    assert _fast(db, REL, [RM], [REQUESTER]) == []
+    assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
+    db.dispose()
+
+
 def test_an_outcome_written_as_a_core_statement_moves_the_slots_at_commit(
     store_url: str,
 ) -> None:
