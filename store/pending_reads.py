@@ -13,11 +13,12 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Integer, Select, and_, bindparam, func, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
-from store import pending_slots
-from store.models import Action, ApprovalRequest, Base, Decision, Run
+from store.models import Action, ApprovalRequest, Base, Decision, PendingSlot, Run
+from store.pending_slots import APPROVING
 from store.statuses import RequestStatus
 
 
@@ -111,8 +112,82 @@ _AT_HASHES = _AT_ACTION + len(_ACTION)
 _AT_DECISION = _AT_HASHES + 3
 
 
+def waiting_on(*, paged: bool) -> Select[str, dt.datetime]:
+    """(request id, created at) of pending requests with an open action a reviewer may decide,
+    oldest first: through their roles on others' requests, through their own roles on their
+    own, and never an action they already approved in its current version. Reads only the
+    slots (the role index) and probes the decisions by action.
+
+    Its values are bound when it runs (:func:`waiting_on_params`): a statement of each shape
+    is built, and keyed for the compiled cache, once; a listing runs often and building a
+    statement cost as much as the database answering it. ``paged``: only requests listed after
+    the ``after`` parameter (a request id: the next page)."""
+    reviewer = bindparam("reviewer", type_=PendingSlot.requester_id.type)
+    approved = (
+        select(Decision.id)
+        .join(Action, Action.id == Decision.action_id)
+        .where(
+            Decision.action_id == PendingSlot.action_id,
+            Decision.reviewer_id == reviewer,
+            Decision.type.in_(APPROVING),
+            Decision.action_hash == func.coalesce(Action.current_hash, Action.action_hash),
+        )
+        .exists()
+    )
+    stmt = select(PendingSlot.request_id, PendingSlot.created_at).where(
+        or_(
+            and_(
+                PendingSlot.role.in_(bindparam("roles", expanding=True)),
+                PendingSlot.requester_id != reviewer,
+            ),
+            and_(
+                PendingSlot.role.in_(bindparam("own_roles", expanding=True)),
+                PendingSlot.requester_id == reviewer,
+            ),
+        ),
+        ~approved,
+    )
+    if paged:
+        stmt = stmt.where(_listed_after(bindparam("after", type_=PendingSlot.request_id.type)))
+    order = stmt.distinct().order_by(PendingSlot.created_at, PendingSlot.request_id)
+    return order.limit(bindparam("limit", type_=Integer()))
+
+
+def waiting_on_params(
+    *,
+    reviewer: str,
+    roles: Iterable[str],
+    own_roles: Iterable[str],
+    limit: int,
+    after: str | None = None,
+) -> dict[str, object]:
+    """The values :func:`waiting_on` binds: ``roles`` on others' requests, ``own_roles`` on the
+    reviewer's own; ``after`` only for a paged statement."""
+    params: dict[str, object] = {
+        "reviewer": reviewer,
+        "roles": list(roles),
+        "own_roles": list(own_roles),
+        "limit": limit,
+    }
+    if after is not None:
+        params["after"] = after
+    return params
+
+
+def _listed_after(request_id: BindParameter[str]) -> ColumnElement[bool]:
+    """Keyset paging on (created at, request id): stable while requests come and go. A request
+    that is gone (decided since) still has its age in ``approval_requests``."""
+    since = (
+        select(ApprovalRequest.created_at).where(ApprovalRequest.id == request_id).scalar_subquery()
+    )
+    return or_(
+        PendingSlot.created_at > since,
+        and_(PendingSlot.created_at == since, PendingSlot.request_id > request_id),
+    )
+
+
 def _statement(*, paged: bool) -> Select[Any]:
-    mine = pending_slots.waiting_on(paged=paged).subquery()
+    mine = waiting_on(paged=paged).subquery()
     return (
         select(
             *_REQUEST,
@@ -138,7 +213,7 @@ def _statement(*, paged: bool) -> Select[Any]:
     )
 
 
-# Built once, values bound at each run: see pending_slots.waiting_on.
+# Built once, values bound at each run: see waiting_on.
 _FIRST_PAGE, _NEXT_PAGE = _statement(paged=False), _statement(paged=True)
 
 
@@ -155,7 +230,7 @@ def pending_records(
     requests, ``own_roles`` on their own, not one they already approved), oldest first,
     listed after the request ``after`` if given; chosen from the open review slots
     (store.pending_slots). One round trip: each with its run, actions and decisions."""
-    params = pending_slots.waiting_on_params(
+    params = waiting_on_params(
         reviewer=reviewer, roles=roles, own_roles=own_roles, limit=limit, after=after
     )
     stmt = _FIRST_PAGE if after is None else _NEXT_PAGE

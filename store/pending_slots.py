@@ -1,6 +1,7 @@
 """Open review slots: one row per (open action, approver role) of a pending request.
 
-"What waits on me" reads this small table instead of scanning every action's JSON roles.
+"What waits on me" reads this small table instead of scanning every action's JSON roles
+(``pending_reads.waiting_on``).
 The rows follow the requests and actions a transaction changed when it commits
 (:func:`_follow_flush`, :func:`_write_slots`), whoever changed them through the ORM; the
 store's Core statements that move a request out of ``pending`` call :func:`close_request`
@@ -10,21 +11,14 @@ action's outcome :func:`action_changed`.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy import (
     CTE,
-    BindParameter,
     Connection,
-    Integer,
-    Select,
-    and_,
-    bindparam,
     delete,
     event,
-    func,
     insert,
     inspect,
     or_,
@@ -34,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, SessionTransaction, UOWTransaction
 from sqlalchemy.sql.elements import ColumnElement
 
-from store.models import Action, ApprovalRequest, Decision, PendingSlot
+from store.models import Action, ApprovalRequest, PendingSlot
 from store.statuses import RequestStatus
 
 # Attributes that decide whether, and how, an action is listed.
@@ -240,77 +234,3 @@ def _insert_open(conn: Connection, which: ColumnElement[bool]) -> int:
     if rows:
         conn.execute(insert(PendingSlot), rows)
     return len(rows)
-
-
-def waiting_on(*, paged: bool) -> Select[str, dt.datetime]:
-    """(request id, created at) of pending requests with an open action a reviewer may decide,
-    oldest first: through their roles on others' requests, through their own roles on their
-    own, and never an action they already approved in its current version. Reads only the
-    slots (the role index) and probes the decisions by action.
-
-    Its values are bound when it runs (:func:`waiting_on_params`): a statement of each shape
-    is built, and keyed for the compiled cache, once; a listing runs often and building a
-    statement cost as much as the database answering it. ``paged``: only requests listed after
-    the ``after`` parameter (a request id: the next page)."""
-    reviewer = bindparam("reviewer", type_=PendingSlot.requester_id.type)
-    approved = (
-        select(Decision.id)
-        .join(Action, Action.id == Decision.action_id)
-        .where(
-            Decision.action_id == PendingSlot.action_id,
-            Decision.reviewer_id == reviewer,
-            Decision.type.in_(APPROVING),
-            Decision.action_hash == func.coalesce(Action.current_hash, Action.action_hash),
-        )
-        .exists()
-    )
-    stmt = select(PendingSlot.request_id, PendingSlot.created_at).where(
-        or_(
-            and_(
-                PendingSlot.role.in_(bindparam("roles", expanding=True)),
-                PendingSlot.requester_id != reviewer,
-            ),
-            and_(
-                PendingSlot.role.in_(bindparam("own_roles", expanding=True)),
-                PendingSlot.requester_id == reviewer,
-            ),
-        ),
-        ~approved,
-    )
-    if paged:
-        stmt = stmt.where(_listed_after(bindparam("after", type_=PendingSlot.request_id.type)))
-    order = stmt.distinct().order_by(PendingSlot.created_at, PendingSlot.request_id)
-    return order.limit(bindparam("limit", type_=Integer()))
-
-
-def waiting_on_params(
-    *,
-    reviewer: str,
-    roles: Iterable[str],
-    own_roles: Iterable[str],
-    limit: int,
-    after: str | None = None,
-) -> dict[str, object]:
-    """The values :func:`waiting_on` binds: ``roles`` on others' requests, ``own_roles`` on the
-    reviewer's own; ``after`` only for a paged statement."""
-    params: dict[str, object] = {
-        "reviewer": reviewer,
-        "roles": list(roles),
-        "own_roles": list(own_roles),
-        "limit": limit,
-    }
-    if after is not None:
-        params["after"] = after
-    return params
-
-
-def _listed_after(request_id: BindParameter[str]) -> ColumnElement[bool]:
-    """Keyset paging on (created at, request id): stable while requests come and go. A request
-    that is gone (decided since) still has its age in ``approval_requests``."""
-    since = (
-        select(ApprovalRequest.created_at).where(ApprovalRequest.id == request_id).scalar_subquery()
-    )
-    return or_(
-        PendingSlot.created_at > since,
-        and_(PendingSlot.created_at == since, PendingSlot.request_id > request_id),
-    )
