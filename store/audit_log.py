@@ -24,7 +24,7 @@ from store.audit_chain import (
     in_shard,
 )
 from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
-from store.audit_rows import lock_head
+from store.audit_rows import ids_problem, lock_head
 from store.audit_tip import ChainTip, held_tip, hold, write_tip
 from store.audit_verify import heads_problem, verify
 from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater, in_single_unit
@@ -198,11 +198,13 @@ class AuditRepository:
         return list(self.session.scalars(stmt.execution_options(populate_existing=True)))
 
     def check_key(self) -> None:
-        """At start-up: refuse a key that does not fit the log (or no key for a keyed log)."""
+        """At start-up: refuse a key that does not fit the log (or no key for a keyed log),
+        and ids that would not keep a chain's order."""
         heads = self.heads()
         problem, unsealed = heads_problem({head.id: head for head in heads}, self.key)
         if problem is None and unsealed:
             problem = UNSEALED
+        problem = problem or ids_problem(self.session.connection())
         if problem is not None:
             raise AuditChainError(f"audit log: {problem}")
         for head in heads:

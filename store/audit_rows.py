@@ -48,6 +48,11 @@ _PG_LOCK = text(
     "FROM generate_series(1, :block + 0 * head.event_count)) AS ids FROM head"
 )
 _PG_MORE = text(f"SELECT {_NEXT_ID} FROM generate_series(1, :block)")
+_PG_CACHE = text(
+    "SELECT cache_size, pg_get_serial_sequence('audit_events', 'id') AS name FROM pg_sequences "
+    "WHERE format('%I.%I', schemaname, sequencename)::regclass "
+    "= pg_get_serial_sequence('audit_events', 'id')::regclass"
+)
 _SQLITE_LOCK = select(
     *(_HEADS.c[name] for name in HEAD_FIELDS),
     select(func.coalesce(func.max(_EVENTS.c.id), 0)).scalar_subquery().label("top"),
@@ -75,6 +80,20 @@ def lock_head(conn: Connection, shard: int) -> tuple[AuditHead, list[int]] | Non
         ids = list(range(row.top + 1, row.top + 1 + ID_BLOCK))
     head = AuditHead(**{name: getattr(row, name) for name in HEAD_FIELDS})
     return head, ids
+
+
+def ids_problem(conn: Connection) -> str | None:
+    """Why the ids' sequence cannot keep a chain's order, if it cannot: with CACHE above 1
+    each connection hands out ids from a range of its own."""
+    if conn.dialect.name != "postgresql":
+        return None
+    row = conn.execute(_PG_CACHE).first()
+    if row is None or row.cache_size <= 1:
+        return None
+    return (
+        f"the audit ids' sequence caches {row.cache_size} ids per connection, so a chain's ids "
+        f"would not follow its order: run `ALTER SEQUENCE {row.name} CACHE 1` (its default)"
+    )
 
 
 def more_ids(conn: Connection, *, after: int) -> list[int]:

@@ -277,3 +277,20 @@ def test_ids_go_past_the_32_bit_limit(pg_url: str) -> None:
     report = check(db)
     assert report.intact and report.checked == 3, report
     db.dispose()
+
+
+def test_a_sequence_that_caches_ids_is_refused_at_start_up(pg_url: str) -> None:
+    """With CACHE above 1 each connection hands out ids from a range of its own, so a chain's
+    later writer may take smaller ids than its earlier one, and `audit verify` would report
+    the log as altered: the bot refuses to start and says how to fix it."""
+    db = open_store(pg_url)
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "DO $$ BEGIN EXECUTE format('ALTER SEQUENCE %s CACHE 20', "
+                "pg_get_serial_sequence('audit_events', 'id')); END $$"
+            )
+        )
+    with pytest.raises(AuditChainError, match="CACHE 1"), db.transaction() as s:
+        AuditRepository(s).check_key()
+    db.dispose()
