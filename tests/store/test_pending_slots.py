@@ -10,17 +10,16 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store import pending_slots
-from store.audit_models import AuditHead
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.migrate import MIGRATIONS, upgrade
 from store.models import Action, ApprovalRequest, PendingSlot, Run, new_id, utcnow
 from store.pending_reads import pending_records
 from store.repositories import ApprovalRepository, DecisionRepository
+from tests.store.savepoints import UNDOINGS, undone
 
 REL, REL2, SEC, ALICE = "U0REL1", "U0REL2", "U0SEC1", "U0ALICE"
 RM, SECURITY, REQUESTER = "release-managers", "security", "requester"
@@ -361,9 +360,13 @@ def test_a_request_claimed_in_the_transaction_is_not_rewritten_again_at_commit(
     db.dispose()
 
 
-def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(store_url: str):
-    """The savepoint that claimed the request rolled back: the request is pending again, and
-    what the transaction changed in it before is written to its slots at commit."""
+@pytest.mark.parametrize("how", UNDOINGS)
+def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(
+    store_url: str, how: str
+):
+    """The savepoint that claimed the request was undone, however SQLAlchemy says so: the
+    request is pending again, and what the transaction changed in it before is written to its
+    slots at commit."""
     db = Database(store_url)
     upgrade(db.engine)
     both = _request(db, [RM], [SECURITY])
@@ -372,50 +375,11 @@ def test_a_claim_undone_with_its_savepoint_leaves_the_rewrite_to_the_commit(stor
         assert request is not None
         request.actions[0].outcome = "approved"  # the release managers' part is decided
         s.flush()
-        savepoint = s.begin_nested()
-        assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
-        savepoint.rollback()
-    _agree(db)
-    assert _fast(db, REL, [RM], [REQUESTER]) == []
-    assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
-    db.dispose()
 
-
-def test_a_claim_undone_by_a_failed_flush_in_its_savepoint_is_forgotten_too(store_url: str):
-    """A flush that fails inside the savepoint rolls the savepoint back, and SQLAlchemy
-    announces only the flush's own rollback: the claim made in it is forgotten all the same."""
-    db = Database(store_url)
-    upgrade(db.engine)
-    both = _request(db, [RM], [SECURITY])
-    with db.transaction() as s:
-        request = ApprovalRepository(s).get(both.id, for_update=True)
-        assert request is not None
-        request.actions[0].outcome = "approved"  # the release managers' part is decided
-        s.flush()
-        with pytest.raises(IntegrityError), s.begin_nested():
+        def claim() -> None:
             assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
-            s.add(AuditHead(id=0))  # a head that exists: the flush fails
-            s.flush()
-    _agree(db)
-    assert _fast(db, REL, [RM], [REQUESTER]) == []
-    assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
-    db.dispose()
 
-
-def test_a_claim_in_a_savepoint_closed_without_release_is_forgotten(store_url: str):
-    """``close()`` on a savepoint rolls it back with no rollback event: the claim made in it
-    is forgotten all the same, and the commit rewrites the request's slots."""
-    db = Database(store_url)
-    upgrade(db.engine)
-    both = _request(db, [RM], [SECURITY])
-    with db.transaction() as s:
-        request = ApprovalRepository(s).get(both.id, for_update=True)
-        assert request is not None
-        request.actions[0].outcome = "approved"  # the release managers' part is decided
-        s.flush()
-        savepoint = s.begin_nested()
-        assert ClaimRepository(s).claim(both.id, owner="me", lease=dt.timedelta(minutes=1))
-        savepoint.close()
+        undone(s, how, claim)
     _agree(db)
     assert _fast(db, REL, [RM], [REQUESTER]) == []
     assert _fast(db, SEC, [SECURITY], [REQUESTER]) == [both.id]
