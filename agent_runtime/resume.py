@@ -29,7 +29,7 @@ from agent_runtime.resume_records import (
     resume_decisions,
     summary,
 )
-from agent_runtime.run_end import Told, audit_run_end, end_run
+from agent_runtime.run_end import Told, audit_run_end, ended_with
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.views import RunView, approval_view
 from agent_runtime.wire import build_resume, final_text
@@ -268,17 +268,12 @@ class Resumer:
             run_end = (RunStatus.FAILED, outcome)  # closed unresumed: its run ends with it
         with self.db.transaction() as s:
             # Lock order everywhere: the request's row, then the run's, then the audit chain.
-            place = ApprovalRepository(s).close(
-                request.id, status=status, outcome=outcome, with_run=run_end is not None
-            )  # with its run's other pending approvals locked, if the run ends
-            if place is None:
+            closed = ApprovalRepository(s).close(
+                request.id, status=status, outcome=outcome, run_end=run_end
+            )  # with its run's end, and the run's other pending approvals locked, if it ends
+            if closed is None:
                 return None  # a cancel, or a taker of the claim, closed it first: that stands
-            # Then the run's row (before any audit event is appended), then the audit chain.
-            ended = (
-                end_run(s, request.run_id, status=run_end[0], text=run_end[1], locked=place.others)
-                if run_end is not None
-                else None
-            )
+            ended = ended_with(s, closed, request.run_id) if run_end is not None else None
             if record is not None:
                 record(s)
             audit_request_end(s, request, status=status, outcome=outcome, policy=self.policy)
@@ -293,8 +288,8 @@ class Resumer:
             drawn,
             status=status,
             outcome=outcome,
-            card_channel=place.channel,
-            card_ts=place.ts,
+            card_channel=closed.card.channel,
+            card_ts=closed.card.ts,
             run=closed_run if closed_run is not None else drawn.run,
         )
         self.announcer.show_card(view)

@@ -9,7 +9,7 @@ run's row, then the audit chain): a caller that audits more in between writes th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
@@ -21,6 +21,7 @@ from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
 from store.models import ApprovalRequest, Run
 from store.pending_reads import RunRecord
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
+from store.request_end import Closed
 from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 
 CLOSED_WITH_RUN = "its run ended before this was decided; nothing of it ran"
@@ -56,30 +57,35 @@ def close_unresumed(s: Session, requests: list[ApprovalRequest]) -> None:
         )
 
 
-def end_run(
-    s: Session,
-    run_id: str,
-    *,
-    status: RunStatus,
-    text: str,
-    locked: Sequence[str] | None = None,
-) -> RunEnd | None:
+def end_run(s: Session, run_id: str, *, status: RunStatus, text: str) -> RunEnd | None:
     """Write the run's end, with its pending approvals closed; None if it had ended already (a
     cancel, or another end, stands: its thread was told that). Raises LookupError if it is
-    gone. ``locked``: the ids of its pending approvals, if the caller locked them already
-    (``ApprovalRepository.close`` with its run)."""
-    if locked is None:
-        closing = lock_pending(s, run_id)
-    else:
-        closing = ApprovalRepository(s).load_locked(locked)
-    runs = RunRepository(s)
-    ended = runs.finish(run_id, status=status, result_text=text)
+    gone."""
+    closing = lock_pending(s, run_id)
+    ended = RunRepository(s).finish(run_id, status=status, result_text=text)
+    return _with_the_rest(s, run_id, ended, lambda: closing)
+
+
+def ended_with(s: Session, closed: Closed, run_id: str) -> RunEnd | None:
+    """The run's end that its request's close wrote (``ApprovalRepository.close`` with
+    ``run_end``), with the run's other pending approvals, which that close locked, closed."""
+    others = closed.others
+    return _with_the_rest(s, run_id, closed.run, lambda: ApprovalRepository(s).load_locked(others))
+
+
+def _with_the_rest(
+    s: Session,
+    run_id: str,
+    ended: RunRecord | None,
+    closing: Callable[[], list[ApprovalRequest]],
+) -> RunEnd | None:
     if ended is None:
-        if runs.status(run_id) is None:
+        if RunRepository(s).status(run_id) is None:
             raise LookupError(f"run {run_id} is gone")
         return None
-    close_unresumed(s, closing)
-    return RunEnd(ended, tuple(closing))
+    closed = closing()
+    close_unresumed(s, closed)
+    return RunEnd(ended, tuple(closed))
 
 
 def audit_closed(

@@ -5,12 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from sqlalchemy import Update, bindparam, literal_column, select, update
+from sqlalchemy import Update, bindparam, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.sql.elements import Label
 
 from store import pending_slots
 from store.audit_log import AuditRepository, clean_text
@@ -18,6 +16,8 @@ from store.card_repository import CardRepository
 from store.db import affected
 from store.decision_repository import DecisionRepository
 from store.models import Action, ApprovalRequest, utcnow
+from store.pending_reads import RunRecord
+from store.request_end import CLOSE, CLOSE_WITH_ITS_RUN, RUN_COLUMNS, CardPlace, Closed
 from store.run_repository import RunRepository
 from store.statuses import OPEN_REQUEST, RequestStatus
 from store.switch import lock_request_of
@@ -27,7 +27,6 @@ from store.switch import lock_request_of
 __all__ = [
     "ApprovalRepository",
     "AuditRepository",
-    "CardPlace",
     "CardRepository",
     "DecisionRepository",
     "RunRepository",
@@ -55,24 +54,6 @@ def _ended(status: str, outcome: str) -> dict[str, object]:
         "claimed_by": None,
         "claim_expires_at": None,
     }
-
-
-@dataclass(frozen=True)
-class CardPlace:
-    """Where a request's card is, as its row says now (``others``: see ``close``)."""
-
-    channel: str | None
-    ts: str | None
-    others: tuple[str, ...] = ()
-
-
-_OTHERS_PENDING: Label[list[str]] = literal_column(
-    "ARRAY(SELECT o.id FROM approval_requests AS o WHERE o.run_id = approval_requests.run_id"
-    f" AND o.status = '{RequestStatus.PENDING.value}' AND o.id <> approval_requests.id"
-    " ORDER BY o.id FOR NO KEY UPDATE)"
-).label("others")
-"""The run's other pending approvals, locked (as ``lock_open_of_run`` does) by the statement
-that closes a request, after its own row."""
 
 
 class ApprovalRepository:
@@ -201,43 +182,48 @@ class ApprovalRepository:
             setattr(request, name, value)
 
     def close(
-        self, request_id: str, *, status: str, outcome: str, with_run: bool = False
-    ) -> CardPlace | None:
+        self,
+        request_id: str,
+        *,
+        status: str,
+        outcome: str,
+        run_end: tuple[str, str] | None = None,
+    ) -> Closed | None:
         """Record a claimed request's end in one statement, which takes its row lock too (on
         PostgreSQL an update that waited for the lock checks its condition again on the row
         as committed). Only a request still resuming is closed: None, and nothing written,
         if it is gone, or a cancel closed it first, or a process that took its claim over
-        recorded its end first; what was recorded first stands. ``with_run``: its run ends
-        too; the run's other pending approvals are locked as well (``CardPlace.others``), on
-        PostgreSQL by the same statement.
+        recorded its end first; what was recorded first stands. ``run_end`` (status, text):
+        its run ends too, with its other pending approvals locked; on PostgreSQL all in the
+        same statement (``store.request_end``).
 
-        A Core statement on the transaction's connection, as are the statements of a
+        Core statements on the transaction's connection, as are the statements of a
         decision's transaction that load no objects: through the ORM each costs about twice
         the CPU."""
-        postgres = self.session.get_bind().dialect.name == "postgresql"
-        returned = [ApprovalRequest.card_channel, ApprovalRequest.card_ts, ApprovalRequest.run_id]
-        stmt = update(ApprovalRequest).where(
-            ApprovalRequest.id == request_id, ApprovalRequest.status == RequestStatus.RESUMING
-        )
-        row = (
-            self.session.connection()
-            .execute(
-                stmt.values(**_ended(status, outcome)).returning(
-                    *returned, *([_OTHERS_PENDING] if with_run and postgres else [])
-                )
-            )
-            .one_or_none()
-        )
-        if row is None:
+        conn = self.session.connection()
+        values: dict[str, object] = {"closing": request_id, "status": status, "at": utcnow()}
+        values["outcome"] = clean_text(outcome)
+        if run_end is not None and conn.dialect.name == "postgresql":
+            end = {"end": run_end[0], "text": clean_text(run_end[1])}
+            found = conn.execute(CLOSE_WITH_ITS_RUN, {**values, **end}).one_or_none()
+            if found is None:
+                return None
+            row = found._mapping
+            run = RunRecord(*(row[c] for c in RUN_COLUMNS)) if row["id"] is not None else None
+            card = CardPlace(channel=row["card_channel"], ts=row["card_ts"])
+            return Closed(card, others=tuple(row["others"] or ()), run=run)
+        closed = conn.execute(CLOSE, values).one_or_none()
+        if closed is None:
             return None
-        if with_run and postgres:
-            others = tuple(row.others or ())
-        elif with_run:  # SQLite: its write lock, held since the update, covers every row
-            pending = (RequestStatus.PENDING,)
-            others = tuple(self._lock_ids_of_run(row.run_id, statuses=pending))
-        else:
-            others = ()
-        return CardPlace(channel=row.card_channel, ts=row.card_ts, others=others)
+        card = CardPlace(channel=closed.card_channel, ts=closed.card_ts)
+        if run_end is None:
+            return Closed(card)
+        # SQLite: its write lock, held since the update, covers every row
+        others = self._lock_ids_of_run(closed.run_id, statuses=(RequestStatus.PENDING,))
+        run_now = RunRepository(self.session).finish(
+            closed.run_id, status=run_end[0], result_text=run_end[1]
+        )
+        return Closed(card, others=tuple(others), run=run_now)
 
     def decide_action(self, action: Action, **changes: object) -> None:
         """Write an action's decided fields (``outcome``, ``edited_args``, ``current_hash``)

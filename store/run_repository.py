@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import ColumnElement, Update, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from store.audit_log import clean_text
@@ -13,14 +13,22 @@ from store.models import Run, utcnow
 from store.pending_reads import RunRecord
 from store.statuses import UNFINISHED_RUN
 
-_FINISH = (
-    update(Run)
-    .where(Run.id == bindparam("finished_run"), Run.status.in_(UNFINISHED_RUN))
-    .values(status=bindparam("end"), result_text=bindparam("text"), updated_at=bindparam("at"))
-    .returning(*(getattr(Run, f.name) for f in fields(RunRecord)))
-)
-"""Built once: every approval that ends a run sends it. A run ends once: the first end
-written stands (completed, failed or cancelled), and its thread is told only that one."""
+
+def finish_statement(run_id: ColumnElement[str]) -> Update:
+    """A run's end: its status, text and time as parameters (``end``, ``text``, ``at``), and
+    the run as it is then. A run ends once: the first end written stands (completed, failed
+    or cancelled), and its thread is told only that one."""
+    return (
+        update(Run)
+        .where(Run.id == run_id, Run.status.in_(UNFINISHED_RUN))
+        .values(status=bindparam("end"), result_text=bindparam("text"), updated_at=bindparam("at"))
+        .returning(*(getattr(Run, f.name) for f in fields(RunRecord)))
+    )
+
+
+_FINISH = finish_statement(bindparam("finished_run"))
+"""Built once: every approval that ends a run sends it (on PostgreSQL inside the statement
+that closes its request: ``store.request_end``)."""
 
 
 class RunRepository:

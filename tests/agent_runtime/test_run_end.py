@@ -70,7 +70,7 @@ def watch(env: Env) -> list[tuple[str, Any]]:
 
 def committed_with_the_runs_end(sent: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """The statements of the transaction that wrote the run's end."""
-    end = next(i for i, (q, _) in enumerate(sent) if q.startswith("UPDATE runs SET status"))
+    end = next(i for i, (q, _) in enumerate(sent) if "UPDATE runs SET status" in q)
     start = max((i for i in range(end) if sent[i][0] == "COMMIT"), default=-1) + 1
     stop = next(i for i in range(end, len(sent)) if sent[i][0] == "COMMIT")
     return sent[start:stop]
@@ -371,12 +371,35 @@ def test_on_postgresql_a_requests_end_locks_its_runs_other_approvals_in_its_own_
         sent = watch(env)
         decide(env, action_id=send.actions[0].id, actor=REVIEWER, decision="approve")
         together = [q for q, _ in committed_with_the_runs_end(sent)]
-        assert together[0].startswith("UPDATE approval_requests SET status"), together
+        assert "UPDATE approval_requests SET status" in together[0], together
         assert "FOR NO KEY UPDATE" in together[0]
         locks = [q for q in together[1:] if "FOR NO KEY UPDATE" in q]
         assert locks == [], "the other approvals were locked by a statement of their own"
         assert request_of(env, change.id)[0] == RequestStatus.INVALIDATED
         assert run_status(env, run_id)[0] == RunStatus.FAILED
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_on_postgresql_a_resume_that_ends_its_run_writes_both_ends_in_one_statement(
+    migrated_pg_url: str, tmp_path: Path
+) -> None:
+    """Every approval that ends its run sends its outcome's statements on the click's path:
+    the request's end and the run's go together (the request's row locked first), then the
+    audit chain's head and the events. Three statements, no more."""
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+        env.engine.execute_run(run.id)
+        card = env.notes.requested[-1]
+        sent = watch(env)
+        decide(env, action_id=card.actions[0].id, actor=REVIEWER, decision="approve")
+        closing, head, events = [q for q, _ in committed_with_the_runs_end(sent)]
+        assert "UPDATE approval_requests SET status" in closing, closing
+        assert closing.index("UPDATE approval_requests") < closing.index("UPDATE runs")
+        assert "FROM audit_head" in head and "INSERT INTO audit_events" in events
+        assert run_status(env, run.id)[0] == RunStatus.COMPLETED
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()

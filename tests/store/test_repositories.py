@@ -16,10 +16,10 @@ from store.migrate import upgrade
 from store.models import Action, Run
 from store.repositories import (
     ApprovalRepository,
-    CardPlace,
     CardRepository,
     DecisionRepository,
 )
+from store.request_end import CardPlace, Closed
 from store.statuses import RequestStatus
 from tests.agent_runtime.rows import seed_request
 from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
@@ -175,7 +175,7 @@ def test_closing_returns_where_the_card_was_stored_while_it_waited(pg_url: str) 
     db = Database(pg_url)
     upgrade(db.engine)
     request_id = _resuming(db)
-    closed: list[CardPlace | None] = []
+    closed: list[Closed | None] = []
     worker = threading.Thread(
         target=lambda: closed.append(_close(db, request_id)),
     )
@@ -186,12 +186,12 @@ def test_closing_returns_where_the_card_was_stored_while_it_waited(pg_url: str) 
         _wait_until_another_backend_waits_for_a_lock(db)
         CardRepository(adopting).adopt_card(request, channel="C7", ts="7.7", shows="pending")
     worker.join(timeout=30)
-    assert closed == [CardPlace(channel="C7", ts="7.7")]
+    assert closed == [Closed(CardPlace(channel="C7", ts="7.7"))]
     assert _status(db, request_id) == RequestStatus.RESOLVED
     db.dispose()
 
 
-def _close(db: Database, request_id: str) -> CardPlace | None:
+def _close(db: Database, request_id: str) -> Closed | None:
     with db.transaction() as s:
         return ApprovalRepository(s).close(request_id, status=RequestStatus.RESOLVED, outcome="ok")
 

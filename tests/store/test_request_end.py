@@ -1,0 +1,115 @@
+"""A claimed request's end, and its run's when the resume ended the run: on PostgreSQL one
+statement writes both, taking the request's row lock before the run's (the lock order of every
+transaction: request rows, then the run's row, then the audit chain)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.exc import OperationalError
+
+from store.db import Database
+from store.migrate import upgrade
+from store.models import ApprovalRequest, Run
+from store.repositories import ApprovalRepository, RunRepository
+from store.request_end import CardPlace, Closed
+from store.statuses import RequestStatus, RunStatus
+from tests.store.test_audit_shards import _wait_until_another_backend_waits_for_a_lock
+from tests.store.test_repositories import _resuming, _status
+
+DONE = (RunStatus.COMPLETED, "all done")
+
+
+def _close(db: Database, request_id: str) -> Closed | None:
+    with db.transaction() as s:
+        return ApprovalRepository(s).close(
+            request_id, status=RequestStatus.RESOLVED, outcome="ok", run_end=DONE
+        )
+
+
+def _run_of(db: Database, request_id: str) -> tuple[str, str | None]:
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request is not None
+        return request.run.status, request.run.result_text
+
+
+def test_a_close_with_its_runs_end_writes_both_and_returns_the_run_as_ended(
+    store_url: str,
+) -> None:
+    db = Database(store_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    closed = _close(db, request_id)
+    assert closed is not None and closed.card == CardPlace(channel=None, ts=None)
+    assert closed.run is not None
+    assert (closed.run.status, closed.run.result_text) == DONE
+    assert closed.others == ()
+    assert _status(db, request_id) == RequestStatus.RESOLVED
+    assert _run_of(db, request_id) == DONE
+    db.dispose()
+
+
+def test_a_run_that_ended_before_keeps_its_end_and_the_request_is_closed(store_url: str) -> None:
+    """A cancel of the run stands: the close writes the request's end, not the run's."""
+    db = Database(store_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    with db.transaction() as s:
+        run_id = ApprovalRepository(s).run_id_of(request_id)
+        assert run_id is not None
+        ended = RunRepository(s).finish(run_id, status=RunStatus.CANCELLED, result_text="stop")
+        assert ended is not None
+    closed = _close(db, request_id)
+    assert closed is not None and closed.run is None
+    assert _status(db, request_id) == RequestStatus.RESOLVED
+    assert _run_of(db, request_id) == (RunStatus.CANCELLED, "stop")
+    db.dispose()
+
+
+def test_a_request_closed_first_by_another_leaves_its_run_as_it_was(store_url: str) -> None:
+    db = Database(store_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    with db.transaction() as s:
+        request = ApprovalRepository(s).get(request_id)
+        assert request is not None
+        ApprovalRepository(s).finish(request, status=RequestStatus.CANCELLED, outcome="first")
+    assert _close(db, request_id) is None
+    assert _run_of(db, request_id)[0] == RunStatus.RUNNING
+    db.dispose()
+
+
+def test_on_postgresql_the_close_locks_the_request_before_the_run(pg_url: str) -> None:
+    """While the close waits for the run's row, the request's row is already its own: it took
+    that lock first, as every transaction does (the other order could deadlock with a cancel)."""
+    db = Database(pg_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    closed: list[Closed | None] = []
+    failures: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            closed.append(_close(db, request_id))
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    worker = threading.Thread(target=close)
+    with db.transaction() as holder:
+        run_id = ApprovalRepository(holder).run_id_of(request_id)
+        holder.scalars(select(Run).where(Run.id == run_id).with_for_update()).one()
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+        with db.transaction() as other:
+            other.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            mine = select(ApprovalRequest.id).where(ApprovalRequest.id == request_id)
+            with pytest.raises(OperationalError, match="lock timeout"):
+                other.execute(mine.with_for_update())
+    worker.join(timeout=30)
+    assert not worker.is_alive() and not failures
+    assert closed[0] is not None and closed[0].run is not None
+    assert _run_of(db, request_id) == DONE
+    db.dispose()
