@@ -4,21 +4,24 @@ it works and that another process takes over when the owner dies."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import socket
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from sqlalchemy.orm import Session
 
+from agent_runtime.renewals import Renewals
 from store.claim_repository import ClaimRepository
 from store.db import Database
 from store.maintenance import MaintenanceQueries
 from store.models import ApprovalRequest
 from store.repositories import AuditRepository
 from store.statuses import RequestStatus
+
+logger = logging.getLogger(__name__)
 
 
 def process_owner() -> str:
@@ -39,6 +42,7 @@ class Claims:
         self.clock = clock
         self.lease = lease
         self.owner = owner or process_owner()
+        self._renewals = Renewals(every=lease.total_seconds() / 3, name="claim-leases")
 
     def claim(
         self, session: Session, request_id: str, *, loaded: ApprovalRequest | None = None
@@ -75,22 +79,16 @@ class Claims:
         """Work last touched before this is not in progress anywhere (a lease has passed)."""
         return self.clock() - self.lease
 
-    @contextmanager
-    def kept(self, request_id: str) -> Iterator[None]:
+    def kept(self, request_id: str) -> AbstractContextManager[None]:
         """Renew the claim while the body runs, so a slow resume is not taken over."""
-        stop = threading.Event()
 
-        def renew() -> None:
-            while not stop.wait(self.lease.total_seconds() / 3):
-                with self.db.transaction() as s:
-                    ClaimRepository(s).renew_claim(
-                        request_id, owner=self.owner, until=self.clock() + self.lease
-                    )
+        def renew() -> bool:
+            with self.db.transaction() as s:
+                return ClaimRepository(s).renew_claim(
+                    request_id, owner=self.owner, until=self.clock() + self.lease
+                )
 
-        keeper = threading.Thread(target=renew, name=f"lease-{request_id}", daemon=True)
-        keeper.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            keeper.join(timeout=5)
+        def lost() -> None:
+            logger.warning("the claim of %s was taken over while it was resumed", request_id)
+
+        return self._renewals.kept(request_id, renew, lost=lost)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import replace
 
 from pydantic import ValidationError
 
 from agent_runtime import trace
+from agent_runtime.renewals import Renewals
 from bot.errors import GAVE_UP, UNEXPECTED, user_message
 from bot.handoff import Claimed
 from bot.listeners.actions.cancel import cancel_run
@@ -72,6 +71,7 @@ class InboxRunner:
         self.db = services.engine.db
         self.owner = owner
         self.lease = lease
+        self.leases = Renewals(every=lease.total_seconds() / 3, name="inbox-leases")
 
     def handle(self, claimed: Claimed) -> None:
         """Work on an item claimed under ``owner``: done, tried again later, or given up."""
@@ -140,32 +140,19 @@ class InboxRunner:
             if not InboxRepository(s).finish(item_id, owner=self.owner, status=status, error=error):
                 logger.warning("inbox item %s was claimed again before it was finished", item_id)
 
-    @contextmanager
-    def _leased(self, item_id: int) -> Iterator[None]:
+    def _leased(self, item_id: int) -> AbstractContextManager[None]:
         """Renew the item's lease while it is worked on, so a slow decision is not redone."""
-        done = threading.Event()
 
-        def renew() -> None:
-            while not done.wait(self.lease.total_seconds() / 3):
-                try:
-                    with self.db.single() as s:
-                        kept = InboxRepository(s).renew(
-                            item_id, owner=self.owner, until=utcnow() + self.lease
-                        )
-                except Exception:
-                    logger.exception("could not renew the lease of inbox item %s", item_id)
-                    continue
-                if not kept:
-                    # Another worker took it over (this one was presumed dead): its redo of the
-                    # same attempt records nothing twice. Renewing cannot win it back.
-                    logger.warning("inbox item %s was taken over while being worked on", item_id)
-                    self.services.metrics.inc("inbox_lease_lost")
-                    return
+        def renew() -> bool:
+            with self.db.single() as s:
+                return InboxRepository(s).renew(
+                    item_id, owner=self.owner, until=utcnow() + self.lease
+                )
 
-        keeper = threading.Thread(target=renew, name=f"inbox-lease-{item_id}", daemon=True)
-        keeper.start()
-        try:
-            yield
-        finally:
-            done.set()
-            keeper.join(timeout=5)
+        def lost() -> None:
+            # Another worker took it over (this one was presumed dead): its redo of the same
+            # attempt records nothing twice. Renewing cannot win it back.
+            logger.warning("inbox item %s was taken over while being worked on", item_id)
+            self.services.metrics.inc("inbox_lease_lost")
+
+        return self.leases.kept(item_id, renew, lost=lost)

@@ -212,3 +212,35 @@ def test_on_postgresql_a_worker_claims_and_finishes_an_item_each_in_its_own_stat
     assert wire.state_after("UPDATE inbox_items", "attempts=(inbox_items.attempts") == "I"
     assert wire.state_after("UPDATE inbox_items", "finished_at=") == "I"
     assert recorded(h) == (1, [])
+
+
+def test_items_worked_one_after_another_start_no_thread_of_their_own_for_leases(
+    serve_bot, migrated_pg_url, monkeypatch
+):
+    """An item's lease and its request's claim are renewed while the item is worked on, from
+    a thread each that every item shares: a thread started and joined per click costs every
+    click, and more on a busy interpreter."""
+    h = serve_bot(migrated_pg_url, inbox_workers=False)
+    for _ in range(3):
+        _root, card = start_run(h, SEND)
+        h.driver.click(user=people.RELEASE_MANAGER, message=card, button=button(card, "Approve"))
+    workers = InboxWorkers(h.bot.services, threads=1, lease=dt.timedelta(minutes=1))
+    started: list[list[str]] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        target = getattr(thread, "_target", None)  # the function the thread runs
+        if getattr(target, "__module__", "").startswith(("agent_runtime.", "bot.")):
+            started[-1].append(thread.name)  # ours: not a pool's worker, nor the sandbox's
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    for _ in range(3):
+        started.append([])
+        assert workers.run_once()
+    assert not workers.run_once()
+    assert recorded(h) == (3, [])
+    # The first item may start what every later one shares; a later one, only the thread that
+    # shows its card while it resumes.
+    later = [name for names in started[1:] for name in names]
+    assert later and all(name.startswith("card-") for name in later), started
