@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 
 import pytest
 
-from agent_runtime.renewals import Renewals
+from agent_runtime.renewals import RENEWING_THREADS, Renewals
 
 WAIT = 10.0
 
 
 class Counted:
-    """A renewal that counts its calls, and the threads they ran on; set ``times`` is reached
-    once it was called that often."""
+    """A renewal that counts its calls, and the threads they ran on; ``reached`` is set once
+    it was called ``times`` times, ``wait_calls`` waits for any count."""
 
     def __init__(self, times: int = 2, answer: bool = True) -> None:
         self.calls = 0
@@ -24,13 +25,20 @@ class Counted:
         self.answer = answer
         self.reached = threading.Event()
         self.lost = threading.Event()
+        self.counted = threading.Condition()
 
     def __call__(self) -> bool:
-        self.calls += 1
-        self.threads.add(threading.get_ident())
+        with self.counted:
+            self.calls += 1
+            self.threads.add(threading.get_ident())
+            self.counted.notify_all()
         if self.calls >= self.times:
             self.reached.set()
         return self.answer
+
+    def wait_calls(self, calls: int) -> bool:
+        with self.counted:
+            return self.counted.wait_for(lambda: self.calls >= calls, timeout=WAIT)
 
 
 def test_a_lease_is_renewed_again_and_again_while_its_work_runs() -> None:
@@ -53,33 +61,78 @@ def test_renewals_come_a_round_apart_not_sooner() -> None:
     assert took >= 3 * 0.05 * 0.99, f"three renewals in {took:.3f} s"
 
 
-def test_leases_kept_at_once_are_renewed_from_one_thread_not_the_callers() -> None:
+def test_leases_are_renewed_on_a_few_shared_threads_not_one_each_nor_the_callers() -> None:
     renewals = Renewals(every=0.01, name="test-leases")
-    renews = [Counted() for _ in range(5)]
-    with (
-        renewals.kept(0, renews[0], lost=renews[0].lost.set),
-        renewals.kept(1, renews[1], lost=renews[1].lost.set),
-        renewals.kept(2, renews[2], lost=renews[2].lost.set),
-    ):
+    renews = [Counted() for _ in range(3 + 2 * RENEWING_THREADS)]
+    with contextlib.ExitStack() as kept:
+        for key, renew in enumerate(renews[:3]):
+            kept.enter_context(renewals.kept(key, renew, lost=renew.lost.set))
         assert all(r.reached.wait(WAIT) for r in renews[:3])
-    for key in (3, 4):  # kept later, one after the other: the same thread still
-        with renewals.kept(key, renews[key], lost=renews[key].lost.set):
-            assert renews[key].reached.wait(WAIT)
+    for key, renew in enumerate(renews[3:], start=3):  # one after the other: the same threads
+        with renewals.kept(key, renew, lost=renew.lost.set):
+            assert renew.reached.wait(WAIT)
     threads = set().union(*(r.threads for r in renews))
-    assert len(threads) == 1 and threading.get_ident() not in threads
+    assert len(threads) <= RENEWING_THREADS and threading.get_ident() not in threads
 
 
 def test_a_lease_found_lost_is_told_once_and_renewed_no_more() -> None:
     renewals = Renewals(every=0.01, name="test-leases")
     gone = Counted(times=1, answer=False)
+    told: list[str] = []
     still = Counted(times=4)
     with (
-        renewals.kept("gone", gone, lost=gone.lost.set),
+        renewals.kept("gone", gone, lost=lambda: told.append("gone")),
         renewals.kept("still", still, lost=still.lost.set),
     ):
-        assert gone.lost.wait(WAIT)
         assert still.reached.wait(WAIT)  # three rounds more for the other one
-    assert gone.calls == 1
+    assert (gone.calls, told) == (1, ["gone"])
+
+
+def test_a_loss_that_cannot_be_told_stops_no_other_lease() -> None:
+    """Telling of a lost lease fails (its log, its metric): the others are renewed still."""
+    renewals = Renewals(every=0.01, name="test-leases")
+    gone = Counted(times=1, answer=False)
+
+    def cannot_tell() -> None:
+        raise RuntimeError("the metrics are gone")
+
+    with renewals.kept("gone", gone, lost=cannot_tell):
+        assert gone.reached.wait(WAIT)
+    later = Counted(times=3)
+    with renewals.kept("later", later, lost=later.lost.set):
+        assert later.reached.wait(WAIT)
+
+
+def test_a_renewal_that_waits_holds_up_no_other_lease() -> None:
+    """One renewal waits (for a pooled connection, a row lock): the others go on."""
+    renewals = Renewals(every=0.01, name="test-leases")
+    waiting, release = threading.Event(), threading.Event()
+
+    def stuck() -> bool:
+        waiting.set()
+        return release.wait(WAIT)
+
+    other = Counted(times=5)
+    try:
+        with (
+            renewals.kept("stuck", stuck, lost=release.set),
+            renewals.kept("other", other, lost=other.lost.set),
+        ):
+            assert waiting.wait(WAIT)
+            assert other.reached.wait(WAIT), "the other lease waited for the stuck renewal"
+    finally:
+        release.set()
+
+
+def test_the_same_key_kept_twice_is_renewed_for_each_until_each_ends() -> None:
+    """Two workers of one process on one item (one took it over after its lease lapsed): the
+    first to end must not end the other's renewals."""
+    renewals = Renewals(every=0.01, name="test-leases")
+    first, second = Counted(times=1), Counted(times=3)
+    with renewals.kept("item", second, lost=second.lost.set):
+        with renewals.kept("item", first, lost=first.lost.set):
+            assert first.reached.wait(WAIT)
+        assert second.wait_calls(second.calls + 2), "renewed no more once the first ended"
 
 
 def test_a_renewal_that_fails_is_logged_and_tried_again(caplog: pytest.LogCaptureFixture) -> None:
