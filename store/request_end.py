@@ -70,12 +70,16 @@ def _closing_with_its_run() -> Select[tuple[object, ...]]:
     """PostgreSQL: the request's end, then its run's (``end``, ``text``). The run's update
     finds its row through the request's, so the request's row lock (and its other pending
     approvals') comes first: the lock order of every transaction. A run that had ended keeps
-    its end: no run columns come back (they are NULL)."""
+    its end: no run columns come back (they are NULL). The run's are named ``ended_...``:
+    nothing the request's end returns can be taken for them."""
     closed = _closing(OTHERS_PENDING).cte("closed")
     ended = finish_statement(select(closed.c.run_id).scalar_subquery()).cte("ended")
-    return select(closed, ended).select_from(closed.outerjoin(ended, true()))
+    run = [ended.c[name].label(label) for name, label in zip(_RUN_FIELDS, RUN_COLUMNS, strict=True)]
+    return select(closed, *run).select_from(closed.outerjoin(ended, true()))
 
 
+_RUN_FIELDS = tuple(f.name for f in fields(RunRecord))
+RUN_COLUMNS = tuple(f"ended_{name}" for name in _RUN_FIELDS)
+"""The run's columns in ``CLOSE_WITH_ITS_RUN``'s rows, in ``RunRecord``'s order."""
 CLOSE = _closing()
 CLOSE_WITH_ITS_RUN = _closing_with_its_run()
-RUN_COLUMNS = tuple(f.name for f in fields(RunRecord))

@@ -113,3 +113,37 @@ def test_on_postgresql_the_close_locks_the_request_before_the_run(pg_url: str) -
     assert closed[0] is not None and closed[0].run is not None
     assert _run_of(db, request_id) == DONE
     db.dispose()
+
+
+def test_on_postgresql_a_cancel_that_ends_the_run_while_the_close_waits_stands(
+    pg_url: str,
+) -> None:
+    """The run's row, held by a cancel that ends the run and commits: the close, which waited
+    for it, finds the run ended (its update's condition checked again on the row as
+    committed), keeps that end, and still closes its request."""
+    db = Database(pg_url)
+    upgrade(db.engine)
+    request_id = _resuming(db)
+    closed: list[Closed | None] = []
+    failures: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            closed.append(_close(db, request_id))
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    worker = threading.Thread(target=close)
+    with db.transaction() as cancel:
+        run_id = ApprovalRepository(cancel).run_id_of(request_id)
+        assert run_id is not None
+        cancel.scalars(select(Run).where(Run.id == run_id).with_for_update()).one()
+        worker.start()
+        _wait_until_another_backend_waits_for_a_lock(db)
+        assert RunRepository(cancel).finish(run_id, status=RunStatus.CANCELLED, result_text="x")
+    worker.join(timeout=30)
+    assert not worker.is_alive() and not failures
+    assert closed[0] is not None and closed[0].run is None
+    assert _status(db, request_id) == RequestStatus.RESOLVED
+    assert _run_of(db, request_id) == (RunStatus.CANCELLED, "x")
+    db.dispose()
