@@ -30,6 +30,23 @@ _FORGET = (
 )
 """Built once: a sign-off that leaves more to give sends it in its transaction."""
 
+_DECISIONS_NOW = (
+    select(func.count())
+    .select_from(Decision)
+    .where(Decision.request_id == bindparam("marked"))
+    .scalar_subquery()
+)
+_MARK = (
+    update(ApprovalRequest)
+    .where(
+        ApprovalRequest.id == bindparam("marked"),
+        ApprovalRequest.status == bindparam("drawn_status"),
+        bindparam("drawn_decisions") == _DECISIONS_NOW,
+    )
+    .values(card_status=bindparam("drawn_status"))
+)
+"""Built once: every card drawn sends it."""
+
 
 class CardRepository:
     def __init__(self, session: Session) -> None:
@@ -40,23 +57,8 @@ class CardRepository:
         has moved on since it was drawn with ``decisions`` decisions: its status, or a
         decision recorded since (the status alike). The card is out of date and must be drawn
         again."""
-        recorded = (
-            select(func.count())
-            .select_from(Decision)
-            .where(Decision.request_id == request_id)
-            .scalar_subquery()
-        )
-        result = self.session.execute(
-            update(ApprovalRequest)
-            .where(
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.status == status,
-                recorded == decisions,
-            )
-            .values(card_status=status)
-            .execution_options(synchronize_session=False)
-        )
-        return affected(result) > 0
+        values = {"marked": request_id, "drawn_status": status, "drawn_decisions": decisions}
+        return affected(self.session.connection().execute(_MARK, values)) > 0
 
     def forget_card(self, request_id: str, *, shows: str) -> None:
         """The card may show an older drawing than the one marked (it reached Slack after a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, contains_eager
 
@@ -11,6 +11,53 @@ from store.statuses import RUNS_THE_TOOL, RequestStatus
 
 SPENDABLE_OUTCOMES = RUNS_THE_TOOL
 RESUMING = RequestStatus.RESUMING
+
+
+# Built once (a gated tool sends them at every point of effect, on the click's path), with their
+# values as parameters.
+_SPENDABLE = (
+    select(Action)
+    .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+    .where(
+        ApprovalRequest.run_id == bindparam("run"),
+        ApprovalRequest.status == RESUMING,
+        Action.tool_name == bindparam("tool"),
+        Action.outcome.in_(SPENDABLE_OUTCOMES),
+    )
+    .order_by(ApprovalRequest.created_at, Action.position)
+    # The request comes in the same row, and its actions (the gate checks their versions), in
+    # the same statement: one round trip, one snapshot.
+    .options(contains_eager(Action.request).joinedload(ApprovalRequest.actions))
+)
+_OF_CALL = (
+    select(Action, ActionExecution)
+    .join(ActionExecution, ActionExecution.action_id == Action.id)
+    .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+    .where(
+        ApprovalRequest.run_id == bindparam("run"),
+        Action.tool_name == bindparam("tool"),
+        ActionExecution.tool_call_id == bindparam("call"),
+    )
+    .options(contains_eager(Action.request))
+)
+_START = {
+    dialect: insert(ActionExecution)
+    .values(
+        action_id=bindparam("spent"),
+        idempotency_key=bindparam("key"),
+        tool_call_id=bindparam("call"),
+        tool=bindparam("tool"),
+        started_at=bindparam("at"),
+    )
+    .on_conflict_do_nothing()
+    .returning(ActionExecution.action_id)
+    for dialect, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
+}
+_FINISH = (
+    update(ActionExecution)
+    .where(ActionExecution.action_id == bindparam("done"), ActionExecution.result.is_(None))
+    .values(result=bindparam("result"), finished_at=bindparam("at"))
+)
 
 
 class ExecutionRepository:
@@ -22,39 +69,16 @@ class ExecutionRepository:
     def spendable(self, *, run_id: str, tool_name: str) -> list[Action]:
         """Approved actions of this run and tool whose request is being resumed right now,
         oldest position first. Only a resume may spend an approval."""
-        stmt = (
-            select(Action)
-            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-            .where(
-                ApprovalRequest.run_id == run_id,
-                ApprovalRequest.status == RESUMING,
-                Action.tool_name == tool_name,
-                Action.outcome.in_(SPENDABLE_OUTCOMES),
-            )
-            .order_by(ApprovalRequest.created_at, Action.position)
-            # The request comes in the same row; its actions (the gate checks their versions)
-            # in one more read.
-            .options(contains_eager(Action.request).selectinload(ApprovalRequest.actions))
-        )
-        return list(self.session.scalars(stmt))
+        found = self.session.scalars(_SPENDABLE, {"run": run_id, "tool": tool_name})
+        return list(found.unique())
 
     def of_call(
         self, *, run_id: str, tool_name: str, tool_call_id: str
     ) -> list[tuple[Action, ActionExecution]]:
         """What this very call already spent, whatever its request's status: a node that
         raised a second interrupt runs again from its start on the next resume."""
-        stmt = (
-            select(Action, ActionExecution)
-            .join(ActionExecution, ActionExecution.action_id == Action.id)
-            .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-            .where(
-                ApprovalRequest.run_id == run_id,
-                Action.tool_name == tool_name,
-                ActionExecution.tool_call_id == tool_call_id,
-            )
-            .options(contains_eager(Action.request))
-        )
-        return [(row[0], row[1]) for row in self.session.execute(stmt).all()]
+        values = {"run": run_id, "tool": tool_name, "call": tool_call_id}
+        return [(row[0], row[1]) for row in self.session.execute(_OF_CALL, values).all()]
 
     def of_actions(self, action_ids: list[str]) -> dict[str, ActionExecution]:
         """The execution records of these actions, by action id (absent: never started)."""
@@ -69,28 +93,13 @@ class ExecutionRepository:
         default) a spend racing it waits for its commit, then inserts nothing. Sent on the
         transaction's connection, without the ORM's flush: nothing the gate has pending may
         be needed by it."""
-        dialect = self.session.connection().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = (
-            insert(ActionExecution)
-            .values(
-                action_id=action.id,
-                idempotency_key=key,
-                tool_call_id=tool_call_id,
-                tool=action.tool_name,
-                started_at=utcnow(),
-            )
-            .on_conflict_do_nothing()
-            .returning(ActionExecution.action_id)
+        conn = self.session.connection()
+        values = {"spent": action.id, "key": key, "call": tool_call_id, "tool": action.tool_name}
+        return (
+            conn.execute(_START[conn.dialect.name], {**values, "at": utcnow()}).first() is not None
         )
-        return self.session.connection().execute(stmt).first() is not None
 
     def finish(self, action_id: str, *, result: str) -> None:
         """Keep the effect's result, once: the first result kept stands."""
-        stmt = (
-            update(ActionExecution)
-            .where(ActionExecution.action_id == action_id, ActionExecution.result.is_(None))
-            .values(result=result, finished_at=utcnow())
-            .execution_options(synchronize_session=False)
-        )
-        self.session.execute(stmt)
+        values = {"done": action_id, "result": result, "at": utcnow()}
+        self.session.connection().execute(_FINISH, values)

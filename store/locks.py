@@ -23,6 +23,9 @@ from store.db import Database, sqlite_path
 
 logger = logging.getLogger(__name__)
 LOCK_NOT_AVAILABLE = "55P03"
+_TAKE = {True: text("SELECT pg_advisory_lock(:k)"), False: text("SELECT pg_try_advisory_lock(:k)")}
+_LET_GO = text("SELECT pg_advisory_unlock(:k)")
+_NO_TIMEOUT = text("RESET lock_timeout")
 
 
 def _key64(key: str) -> int:
@@ -146,12 +149,11 @@ class ThreadLocks:
         self, key: str, *, wait: bool = True, timeout: float | None = None
     ) -> Iterator[bool]:
         with self.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            take = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
             if timeout is not None:
                 # The server gives up waiting for the lock after this (SQLSTATE 55P03).
                 conn.execute(text(f"SET lock_timeout = '{int(timeout * 1000)}ms'"))
             try:
-                answer = conn.execute(text(f"SELECT {take}(:k)"), {"k": _key64(key)}).scalar()
+                answer = conn.execute(_TAKE[wait], {"k": _key64(key)}).scalar()
                 got = bool(answer) if not wait else True  # pg_advisory_lock returns nothing
             except OperationalError as exc:
                 if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
@@ -159,11 +161,11 @@ class ThreadLocks:
                 got = False
             finally:
                 if timeout is not None:
-                    conn.execute(text("RESET lock_timeout"))
+                    conn.execute(_NO_TIMEOUT)
             if not got:
                 yield False
                 return
             try:
                 yield True
             finally:
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _key64(key)})
+                conn.execute(_LET_GO, {"k": _key64(key)})

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import (
     CTE,
     Connection,
+    bindparam,
     delete,
     event,
     insert,
@@ -39,10 +40,13 @@ APPROVING = ("approve", "edit")
 """Decision types that count as an approval (a reviewer who gave one is not asked again)."""
 
 
+_DROP_SLOTS = delete(PendingSlot).where(PendingSlot.request_id == bindparam("closed_request"))
+
+
 def close_request(session: Session, request_id: str) -> None:
     """The request left ``pending`` by a bulk UPDATE, which the flush hook cannot see. Its
     slots are gone now, so the commit need not rewrite them (nor its actions')."""
-    session.connection().execute(delete(PendingSlot).where(PendingSlot.request_id == request_id))
+    session.connection().execute(_DROP_SLOTS, {"closed_request": request_id})
     closed_with(session, request_id)
 
 

@@ -56,6 +56,34 @@ def _ended(status: str, outcome: str) -> dict[str, object]:
     }
 
 
+_LOAD = (
+    select(ApprovalRequest)
+    .where(ApprovalRequest.id == bindparam("loaded"))
+    .options(
+        joinedload(ApprovalRequest.run),
+        joinedload(ApprovalRequest.actions).joinedload(Action.decisions),
+    )
+)
+_LOAD_FRESH = _LOAD.execution_options(populate_existing=True)
+"""Built once, with its loader options (their cache key is the costly part): every decision
+loads its request so."""
+_FOUND = (
+    select(ApprovalRequest.id)
+    .join(Action, Action.request_id == ApprovalRequest.id)
+    .where(Action.id == bindparam("of_action"))
+)
+_FOUND_LOCKED = _FOUND.with_for_update(of=ApprovalRequest)
+_OPEN_OF_RUN = (
+    select(ApprovalRequest.id)
+    .where(
+        ApprovalRequest.run_id == bindparam("open_run"),
+        ApprovalRequest.status.in_(bindparam("open_statuses", expanding=True)),
+    )
+    .order_by(ApprovalRequest.id)
+    .with_for_update(key_share=True)
+)
+
+
 class ApprovalRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -85,18 +113,9 @@ class ApprovalRepository:
         return self._load(request_id, fresh=for_update)
 
     def _load(self, request_id: str, *, fresh: bool) -> ApprovalRequest | None:
-        stmt = (
-            select(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id)
-            .options(
-                joinedload(ApprovalRequest.run),
-                joinedload(ApprovalRequest.actions).joinedload(Action.decisions),
-            )
-        )
-        if fresh:
-            # What was read before the lock is stale once we hold it: overwrite it all.
-            stmt = stmt.execution_options(populate_existing=True)
-        return self.session.scalars(stmt).unique().one_or_none()
+        # What was read before the lock is stale once we hold it: overwrite it all (fresh).
+        stmt = _LOAD_FRESH if fresh else _LOAD
+        return self.session.scalars(stmt, {"loaded": request_id}).unique().one_or_none()
 
     def get_by_action(
         self, action_id: str, *, for_update: bool = False, hold_switch: bool = False
@@ -107,14 +126,8 @@ class ApprovalRepository:
         if for_update and hold_switch and self.session.connection().dialect.name == "postgresql":
             held = lock_request_of(self.session, action_id)
             return None if held is None else self._load(held, fresh=True)
-        found = (
-            select(ApprovalRequest.id)
-            .join(Action, Action.request_id == ApprovalRequest.id)
-            .where(Action.id == action_id)
-        )
-        if for_update:
-            found = found.with_for_update(of=ApprovalRequest)
-        request_id = self.session.connection().execute(found).scalar()  # Core: see ``close``
+        found = _FOUND_LOCKED if for_update else _FOUND
+        request_id = self.session.connection().execute(found, {"of_action": action_id}).scalar()
         if request_id is None:
             return None
         return self._load(request_id, fresh=for_update)
@@ -145,10 +158,8 @@ class ApprovalRepository:
         # One Core statement, which every run's end sends and most find nothing with. FOR NO
         # KEY UPDATE: a status is no key, and a digest's items referencing these rows (a key
         # share lock each) are not waited on.
-        which = (ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(statuses))
-        stmt = select(ApprovalRequest.id).where(*which).order_by(ApprovalRequest.id)
-        locked = self.session.connection().execute(stmt.with_for_update(key_share=True))
-        return list(locked.scalars().all())
+        values = {"open_run": run_id, "open_statuses": list(statuses)}
+        return list(self.session.connection().execute(_OPEN_OF_RUN, values).scalars().all())
 
     def load_locked(self, ids: Sequence[str]) -> list[ApprovalRequest]:
         """Requests whose rows this transaction locked, read fresh (none: no statement)."""

@@ -31,6 +31,15 @@ _FINISH = finish_statement(bindparam("finished_run"))
 that closes its request: ``store.request_end``)."""
 
 
+_STATUS = select(Run.status).where(Run.id == bindparam("run"))
+_STATUS_HELD = _STATUS.with_for_update(read=True)
+_RESULT_POSTED = (
+    update(Run)
+    .where(Run.id == bindparam("posted_run"), Run.result_posted.is_(False))
+    .values(result_posted=True)
+)
+
+
 class RunRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -56,18 +65,13 @@ class RunRepository:
     def status(self, run_id: str, *, hold: bool = False) -> str | None:
         """The run's status; ``hold`` keeps a shared lock on its row until the transaction
         ends, so nobody changes the status meanwhile (PostgreSQL; SQLite writes one at a time)."""
-        stmt = select(Run.status).where(Run.id == run_id)
-        return self.session.scalar(stmt.with_for_update(read=True) if hold else stmt)
+        stmt = _STATUS_HELD if hold else _STATUS
+        return self.session.connection().execute(stmt, {"run": run_id}).scalar()
 
     def mark_result_posted(self, run_id: str) -> bool:
         """Remember the run's result reached its thread; ``True`` for the one caller whose
         update changed it (so one replica posts a missing result)."""
-        result = self.session.execute(
-            update(Run)
-            .where(Run.id == run_id, Run.result_posted.is_(False))
-            .values(result_posted=True)
-            .execution_options(synchronize_session=False)
-        )
+        result = self.session.connection().execute(_RESULT_POSTED, {"posted_run": run_id})
         return affected(result) > 0
 
     def finish(self, run_id: str, *, status: str, result_text: str) -> RunRecord | None:

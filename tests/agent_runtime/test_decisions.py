@@ -132,12 +132,14 @@ def test_another_process_reads_the_roles_first_and_decides_the_same(
 
 
 def _full_loads(log: list[str]) -> int:
-    """Reads of a request with its actions joined (a whole request loaded)."""
+    """Reads of a request by its id with its actions joined (a whole request loaded); not the
+    gate's read, at the point of effect, of the run's approvals its tool may spend."""
     return sum(
         1
         for e in log
         if e.startswith("SELECT approval_requests.id, approval_requests.run_id")
         and "JOIN actions" in e
+        and "WHERE approval_requests.id = " in e
     )
 
 
