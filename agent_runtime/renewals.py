@@ -1,15 +1,17 @@
 """Leases renewed while their work runs, by threads every lease shares: a thread of its own for
 each lease would be started and joined on every click, and on a busy interpreter the start waits
-for the new thread's first turn. One thread keeps the times; the renewals run on a few pooled
-threads, so one renewal that waits (for a pooled connection, a row lock) holds up no other."""
+for the new thread's first turn. One thread keeps the times; the renewals run on a few worker
+threads, so one renewal that waits (for a pooled connection, a row lock) holds up no other.
+All are daemon threads that end once idle for a while: nothing waits for them at exit, and an
+instance nobody uses any more leaves none behind."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -18,6 +20,8 @@ logger = logging.getLogger(__name__)
 Renew = Callable[[], bool]
 """Extends one lease; ``False`` if its holder lost it (taken over), which no renewal wins back."""
 RENEWING_THREADS = 4
+IDLE_SECONDS = 60.0
+"""How long a thread with nothing to do waits before it ends (a new lease starts it again)."""
 
 
 @dataclass(eq=False)
@@ -32,63 +36,100 @@ class _Lease:
 class Renewals:
     """Renews each lease kept with it every ``every`` seconds until its ``with`` block ends.
     One renewal that fails is logged and tried again at the next round; one that finds the
-    lease lost calls its ``lost`` once and renews it no more. A renewal still under way when
-    the next is due lets that one pass."""
+    lease lost calls its ``lost`` once and renews it no more. A lease whose renewal is still
+    under way is not renewed again meanwhile."""
 
-    def __init__(self, *, every: float, name: str) -> None:
+    def __init__(self, *, every: float, name: str, idle: float = IDLE_SECONDS) -> None:
         if every <= 0:
             raise ValueError(f"leases are renewed every {every} s: it must be more than 0")
         self.every = every
         self.name = name
+        self.idle = idle
         self._leases: set[_Lease] = set()
+        self._queue: deque[_Lease] = deque()
         self._changed = threading.Condition()
-        self._timer: threading.Thread | None = None
-        self._renewing = ThreadPoolExecutor(RENEWING_THREADS, thread_name_prefix=name)
+        self._timing = False
+        self._workers = 0
+        self._waiting = 0  # workers waiting for a lease to renew
 
     @contextmanager
     def kept(self, key: object, renew: Renew, *, lost: Callable[[], None]) -> Iterator[None]:
         """Renew ``key``'s lease while the body runs (first after ``every`` seconds)."""
         lease = _Lease(key, renew, lost, time.monotonic() + self.every)
         with self._changed:
-            self._start_timer()
             self._leases.add(lease)
-            self._changed.notify()
+            if not self._timing:
+                self._timing = self._start(self._keep_time, "timer")
+            self._changed.notify_all()
         try:
             yield
         finally:
             with self._changed:
                 self._leases.discard(lease)
 
-    def _start_timer(self) -> None:
-        """Under ``_changed``: a timer that is not running (never started, or ended by a
-        failure) is started."""
-        if self._timer is not None and self._timer.is_alive():
-            return
-        timer = threading.Thread(target=self._keep_time, name=f"{self.name}-timer", daemon=True)
-        timer.start()
-        self._timer = timer
+    def _start(self, target: Callable[[], None], role: str) -> bool:
+        """A daemon thread; ``False`` if none could be started (the next lease or round tries
+        again)."""
+        try:
+            threading.Thread(target=target, name=f"{self.name}-{role}", daemon=True).start()
+        except RuntimeError:  # e.g. "can't start new thread"
+            logger.exception("could not start a thread to renew leases (%s)", self.name)
+            return False
+        return True
 
     def _keep_time(self) -> None:
-        while True:
-            try:
-                for lease in self._due():
-                    self._renewing.submit(self._renew, lease)
-            except Exception:  # e.g. no thread to renew on: the next round tries again
-                logger.exception("could not renew the leases of %s; trying again", self.name)
-                time.sleep(self.every)
-
-    def _due(self) -> list[_Lease]:
-        """Waits until some lease not being renewed is due; those, marked as being renewed."""
+        """Hands each due lease to a worker; ends once there has been no lease for ``idle``."""
         with self._changed:
-            while True:
-                now = time.monotonic()
-                due = [lease for lease in self._leases if lease.due <= now and not lease.renewing]
-                for lease in due:
-                    lease.due, lease.renewing = now + self.every, True
-                if due:
-                    return due
-                waiting = [lease.due for lease in self._leases if not lease.renewing]
-                self._changed.wait(min(waiting) - now if waiting else None)
+            while self._hand_over_due():
+                pass
+            self._timing = False
+
+    def _hand_over_due(self) -> bool:
+        """Under ``_changed``: wait for due leases and queue them; ``False`` if idle too long."""
+        now = time.monotonic()
+        due = [lease for lease in self._leases if lease.due <= now and not lease.renewing]
+        for lease in due:
+            lease.due, lease.renewing = now + self.every, True
+            self._queue.append(lease)
+        if due:
+            self._add_workers(len(self._queue) - self._waiting)
+            if not self._workers:  # none to renew them: let them be due again next round
+                for lease in self._queue:
+                    lease.renewing = False
+                self._queue.clear()
+            self._changed.notify_all()
+            return True
+        if not self._leases:
+            return self._changed.wait(self.idle) or bool(self._leases)
+        waiting = [lease.due for lease in self._leases if not lease.renewing]
+        self._changed.wait(min(waiting) - now if waiting else None)
+        return True
+
+    def _add_workers(self, wanted: int) -> None:
+        """Under ``_changed``: up to ``wanted`` more workers, within ``RENEWING_THREADS`` (the
+        ones busy renewing may be waiting on something)."""
+        while wanted > 0 and self._workers < RENEWING_THREADS:
+            self._workers += 1
+            if not self._start(self._work, "worker"):
+                self._workers -= 1
+                return
+            wanted -= 1
+
+    def _work(self) -> None:
+        while (lease := self._next()) is not None:
+            self._renew(lease)
+
+    def _next(self) -> _Lease | None:
+        """The next lease to renew; ``None`` (and this worker ends) once idle for ``idle``."""
+        with self._changed:
+            self._waiting += 1
+            try:
+                if not self._changed.wait_for(lambda: self._queue, timeout=self.idle):
+                    self._workers -= 1
+                    return None
+                return self._queue.popleft()
+            finally:
+                self._waiting -= 1
 
     def _renew(self, lease: _Lease) -> None:
         try:
@@ -100,7 +141,7 @@ class Renewals:
         finally:
             with self._changed:
                 lease.renewing = False
-                self._changed.notify()
+                self._changed.notify_all()
 
     def _still_kept(self, lease: _Lease) -> bool:
         with self._changed:

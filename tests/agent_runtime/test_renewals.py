@@ -1,4 +1,4 @@
-"""Leases renewed while their work runs, all from one thread."""
+"""Leases renewed while their work runs, by threads every lease shares."""
 
 from __future__ import annotations
 
@@ -80,27 +80,82 @@ def test_a_lease_found_lost_is_told_once_and_renewed_no_more() -> None:
     gone = Counted(times=1, answer=False)
     told: list[str] = []
     still = Counted(times=4)
+
+    def lost() -> None:
+        told.append("gone")
+        gone.lost.set()
+
     with (
-        renewals.kept("gone", gone, lost=lambda: told.append("gone")),
+        renewals.kept("gone", gone, lost=lost),
         renewals.kept("still", still, lost=still.lost.set),
     ):
-        assert still.reached.wait(WAIT)  # three rounds more for the other one
+        assert gone.lost.wait(WAIT)
+        assert still.wait_calls(still.calls + 3)  # three rounds more for the other one
     assert (gone.calls, told) == (1, ["gone"])
 
 
-def test_a_loss_that_cannot_be_told_stops_no_other_lease() -> None:
+def test_a_loss_that_cannot_be_told_stops_no_other_lease(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Telling of a lost lease fails (its log, its metric): the others are renewed still."""
     renewals = Renewals(every=0.01, name="test-leases")
     gone = Counted(times=1, answer=False)
+    still = Counted()
+    tried = threading.Event()
 
     def cannot_tell() -> None:
+        tried.set()
         raise RuntimeError("the metrics are gone")
 
-    with renewals.kept("gone", gone, lost=cannot_tell):
-        assert gone.reached.wait(WAIT)
-    later = Counted(times=3)
-    with renewals.kept("later", later, lost=later.lost.set):
-        assert later.reached.wait(WAIT)
+    with (
+        caplog.at_level(logging.ERROR),
+        renewals.kept("gone", gone, lost=cannot_tell),
+        renewals.kept("still", still, lost=still.lost.set),
+    ):
+        assert tried.wait(WAIT)
+        assert still.wait_calls(still.calls + 3)
+    assert "the metrics are gone" in caplog.text
+
+
+def test_a_thread_that_cannot_start_is_started_at_a_later_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No thread to renew on ("can't start new thread"): the lease is renewed once one can be
+    started, not left waiting for a renewal that never comes."""
+    renewals = Renewals(every=0.01, name="test-leases")
+    refused: list[str] = []
+    start = threading.Thread.start
+
+    def start_once_refused(thread: threading.Thread) -> None:
+        if thread.name.endswith("-worker") and not refused:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_once_refused)
+    renew = Counted()
+    with renewals.kept("item", renew, lost=renew.lost.set):
+        assert renew.reached.wait(WAIT)
+    assert refused == ["test-leases-worker"]
+
+
+def test_its_threads_end_once_idle_and_start_again_for_a_new_lease() -> None:
+    renewals = Renewals(every=0.01, name="test-idle-leases", idle=0.05)
+    first = Counted()
+    with renewals.kept("first", first, lost=first.lost.set):
+        assert first.reached.wait(WAIT)
+    assert _gone("test-idle-leases"), "its threads stayed with nothing to renew"
+    again = Counted()
+    with renewals.kept("again", again, lost=again.lost.set):
+        assert again.reached.wait(WAIT)
+
+
+def _gone(prefix: str) -> bool:
+    """Waits (up to WAIT each) for the threads named ``prefix...`` to end; ``True`` if none is
+    alive then."""
+    for thread in [t for t in threading.enumerate() if t.name.startswith(prefix)]:
+        thread.join(WAIT)
+    return not any(t.name.startswith(prefix) for t in threading.enumerate())
 
 
 def test_a_renewal_that_waits_holds_up_no_other_lease() -> None:
@@ -153,7 +208,7 @@ def test_a_renewal_that_fails_is_logged_and_tried_again(caplog: pytest.LogCaptur
 def test_a_renewal_that_finds_the_lease_gone_after_its_work_ended_is_no_loss() -> None:
     """The work ended (done, its item finished) while its last renewal ran: that renewal
     finds no lease, and nobody is told it was taken over."""
-    renewals = Renewals(every=0.01, name="test-leases")
+    renewals = Renewals(every=0.01, name="test-ended-leases", idle=0.05)
     started, release = threading.Event(), threading.Event()
     lost = threading.Event()
 
@@ -165,7 +220,5 @@ def test_a_renewal_that_finds_the_lease_gone_after_its_work_ended_is_no_loss() -
     with renewals.kept("item", last, lost=lost.set):
         assert started.wait(WAIT)
     release.set()
-    follower = Counted(times=1)  # the next round runs only after that renewal returned
-    with renewals.kept("next", follower, lost=follower.lost.set):
-        assert follower.reached.wait(WAIT)
+    assert _gone("test-ended-leases"), "the renewal never returned"  # it returned: idle after
     assert not lost.is_set()
