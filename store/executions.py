@@ -25,9 +25,9 @@ _SPENDABLE = (
         Action.outcome.in_(SPENDABLE_OUTCOMES),
     )
     .order_by(ApprovalRequest.created_at, Action.position)
-    # The request comes in the same row, and its actions (the gate checks their versions), in
-    # the same statement: one round trip, one snapshot.
-    .options(contains_eager(Action.request).joinedload(ApprovalRequest.actions))
+    # The request comes in the same row; its actions (the gate checks their versions) in one
+    # more read (joined, a batch of N calls of one tool would come back as N * N rows).
+    .options(contains_eager(Action.request).selectinload(ApprovalRequest.actions))
 )
 _OF_CALL = (
     select(Action, ActionExecution)
@@ -69,8 +69,7 @@ class ExecutionRepository:
     def spendable(self, *, run_id: str, tool_name: str) -> list[Action]:
         """Approved actions of this run and tool whose request is being resumed right now,
         oldest position first. Only a resume may spend an approval."""
-        found = self.session.scalars(_SPENDABLE, {"run": run_id, "tool": tool_name})
-        return list(found.unique())
+        return list(self.session.scalars(_SPENDABLE, {"run": run_id, "tool": tool_name}))
 
     def of_call(
         self, *, run_id: str, tool_name: str, tool_call_id: str

@@ -220,7 +220,11 @@ class ApprovalRepository:
             if found is None:
                 return None
             row = found._mapping
-            run = RunRecord(*(row[c] for c in RUN_COLUMNS)) if row[RUN_COLUMNS[0]] else None
+            run = (
+                RunRecord(*(row[c] for c in RUN_COLUMNS))
+                if row[RUN_COLUMNS[0]] is not None
+                else None
+            )
             card = CardPlace(channel=row["card_channel"], ts=row["card_ts"])
             return Closed(card, others=tuple(row["others"] or ()), run=run)
         closed = conn.execute(CLOSE, values).one_or_none()
