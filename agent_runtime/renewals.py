@@ -54,12 +54,15 @@ class Renewals:
 
     @contextmanager
     def kept(self, key: object, renew: Renew, *, lost: Callable[[], None]) -> Iterator[None]:
-        """Renew ``key``'s lease while the body runs (first after ``every`` seconds)."""
+        """Renew ``key``'s lease while the body runs (first after ``every`` seconds). Raises
+        RuntimeError, and the body does not run, if no thread could be started to keep the
+        time: no work goes on without its lease."""
         lease = _Lease(key, renew, lost, time.monotonic() + self.every)
         with self._changed:
+            if not self._timing and not self._start(self._keep_time, "timer"):
+                raise RuntimeError(f"no thread to renew the lease of {key}")
+            self._timing = True
             self._leases.add(lease)
-            if not self._timing:
-                self._timing = self._start(self._keep_time, "timer")
             self._changed.notify_all()
         try:
             yield
@@ -78,11 +81,32 @@ class Renewals:
         return True
 
     def _keep_time(self) -> None:
-        """Hands each due lease to a worker; ends once there has been no lease for ``idle``."""
+        """Hands each due lease to a worker; ends once there has been no lease for ``idle``.
+        A round that fails is logged, and its queued leases are due again at the next."""
         with self._changed:
-            while self._hand_over_due():
-                pass
-            self._timing = False
+            try:
+                while self._round():
+                    pass
+            finally:
+                self._timing = False
+                self._no_worker_left()
+
+    def _round(self) -> bool:
+        try:
+            return self._hand_over_due()
+        except Exception:
+            logger.exception("could not hand over the leases of %s; trying again", self.name)
+            self._no_worker_left()
+            self._changed.wait(self.every)
+            return True
+
+    def _no_worker_left(self) -> None:
+        """Under ``_changed``: leases queued with no worker to renew them are due again."""
+        if self._workers:
+            return
+        for lease in self._queue:
+            lease.renewing = False
+        self._queue.clear()
 
     def _hand_over_due(self) -> bool:
         """Under ``_changed``: wait for due leases and queue them; ``False`` if idle too long."""
@@ -93,10 +117,7 @@ class Renewals:
             self._queue.append(lease)
         if due:
             self._add_workers(len(self._queue) - self._waiting)
-            if not self._workers:  # none to renew them: let them be due again next round
-                for lease in self._queue:
-                    lease.renewing = False
-                self._queue.clear()
+            self._no_worker_left()  # none to renew them: they are due again next round
             self._changed.notify_all()
             return True
         if not self._leases:
@@ -110,14 +131,27 @@ class Renewals:
         ones busy renewing may be waiting on something)."""
         while wanted > 0 and self._workers < RENEWING_THREADS:
             self._workers += 1
-            if not self._start(self._work, "worker"):
-                self._workers -= 1
+            started = False
+            try:
+                started = self._start(self._work, "worker")
+            finally:
+                if not started:
+                    self._workers -= 1
+            if not started:
                 return
             wanted -= 1
 
     def _work(self) -> None:
-        while (lease := self._next()) is not None:
-            self._renew(lease)
+        idle = False
+        try:
+            while (lease := self._next()) is not None:
+                self._renew(lease)
+            idle = True  # ``_next`` counted this worker out
+        finally:
+            if not idle:  # ended by what no renewal may raise (e.g. SystemExit)
+                with self._changed:
+                    self._workers -= 1
+                    self._changed.notify_all()
 
     def _next(self) -> _Lease | None:
         """The next lease to renew; ``None`` (and this worker ends) once idle for ``idle``."""

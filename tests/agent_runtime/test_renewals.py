@@ -20,7 +20,7 @@ class Counted:
 
     def __init__(self, times: int = 2, answer: bool = True) -> None:
         self.calls = 0
-        self.threads: set[int] = set()
+        self.threads: set[threading.Thread] = set()
         self.times = times
         self.answer = answer
         self.reached = threading.Event()
@@ -30,7 +30,7 @@ class Counted:
     def __call__(self) -> bool:
         with self.counted:
             self.calls += 1
-            self.threads.add(threading.get_ident())
+            self.threads.add(threading.current_thread())
             self.counted.notify_all()
         if self.calls >= self.times:
             self.reached.set()
@@ -72,7 +72,7 @@ def test_leases_are_renewed_on_a_few_shared_threads_not_one_each_nor_the_callers
         with renewals.kept(key, renew, lost=renew.lost.set):
             assert renew.reached.wait(WAIT)
     threads = set().union(*(r.threads for r in renews))
-    assert len(threads) <= RENEWING_THREADS and threading.get_ident() not in threads
+    assert len(threads) <= RENEWING_THREADS and threading.current_thread() not in threads
 
 
 def test_a_lease_found_lost_is_told_once_and_renewed_no_more() -> None:
@@ -163,7 +163,10 @@ def test_a_renewal_that_waits_holds_up_no_other_lease() -> None:
     renewals = Renewals(every=0.01, name="test-leases")
     waiting, release = threading.Event(), threading.Event()
 
+    calls: list[str] = []
+
     def stuck() -> bool:
+        calls.append("stuck")
         waiting.set()
         return release.wait(WAIT)
 
@@ -175,6 +178,7 @@ def test_a_renewal_that_waits_holds_up_no_other_lease() -> None:
         ):
             assert waiting.wait(WAIT)
             assert other.reached.wait(WAIT), "the other lease waited for the stuck renewal"
+            assert calls == ["stuck"], "renewed again while its renewal was under way"
     finally:
         release.set()
 
@@ -222,3 +226,64 @@ def test_a_renewal_that_finds_the_lease_gone_after_its_work_ended_is_no_loss() -
     release.set()
     assert _gone("test-ended-leases"), "the renewal never returned"  # it returned: idle after
     assert not lost.is_set()
+
+
+def test_no_work_goes_on_without_a_thread_to_renew_its_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    renewals = Renewals(every=0.01, name="test-leases")
+    start = threading.Thread.start
+
+    def refused(thread: threading.Thread) -> None:
+        if thread.name.endswith("-timer"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    ran: list[str] = []
+    refusal = pytest.raises(RuntimeError, match="no thread to renew the lease of item")
+    with refusal, renewals.kept("item", Counted(), lost=lambda: None):
+        ran.append("the body")
+    assert ran == []
+    monkeypatch.setattr(threading.Thread, "start", start)
+    renew = Counted()
+    with renewals.kept("item", renew, lost=renew.lost.set):
+        assert renew.reached.wait(WAIT)
+
+
+def test_a_round_that_fails_is_logged_and_its_leases_renewed_at_the_next(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    renewals = Renewals(every=0.01, name="test-leases")
+    start = threading.Thread.start
+    failed: list[str] = []
+
+    def fails_once(thread: threading.Thread) -> None:
+        if thread.name.endswith("-worker") and not failed:
+            failed.append(thread.name)
+            raise MemoryError
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", fails_once)
+    renew = Counted()
+    with caplog.at_level(logging.ERROR), renewals.kept("item", renew, lost=renew.lost.set):
+        assert renew.reached.wait(WAIT)
+    assert failed and "could not hand over the leases of test-leases" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_workers_that_die_are_replaced() -> None:
+    """A renewal ends its thread with what no renewal may raise, more times than there are
+    workers: the leases are renewed still."""
+    renewals = Renewals(every=0.01, name="test-leases")
+    deaths = RENEWING_THREADS + 2
+    renew = Counted(times=deaths + 2)
+
+    def dies() -> bool:
+        renew()
+        if renew.calls <= deaths:
+            raise SystemExit
+        return True
+
+    with renewals.kept("item", dies, lost=renew.lost.set):
+        assert renew.reached.wait(WAIT)
