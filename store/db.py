@@ -89,6 +89,26 @@ def create_db_engine(
     return engine
 
 
+LOCK_POOL_SIZE = 4
+"""Connections kept for advisory locks when idle; more are opened while more are held."""
+
+
+def create_lock_engine(database_url: str) -> Engine:
+    """PostgreSQL: the connections that hold advisory locks (a run's thread lock, held through
+    a whole resume), apart from the pool transactions use. A lock never waits for a connection
+    a transaction holds (a decision tries its run's lock while it holds its request's row
+    lock), and a lock held through a resume keeps no transaction waiting. When none is idle,
+    one more is opened: there are as many as threads holding locks at once."""
+    engine = create_engine(
+        sqlalchemy_url(database_url),
+        pool_size=LOCK_POOL_SIZE,
+        max_overflow=-1,
+        isolation_level="AUTOCOMMIT",  # a session-level lock outlives any transaction
+    )
+    _ping_when_idle(engine)
+    return engine
+
+
 IDLE_PING_SECONDS = 1.0
 """A pooled connection that sat unused longer than this is checked before it is handed out (the
 server may have closed it meanwhile); one handed back just now is not: under load, checking
@@ -189,6 +209,8 @@ class Database:
         # connection (as repositories do, past the ORM) are counted too. On PostgreSQL that
         # engine is the units' own: no other statement pays for an engine event.
         event.listen(own, "before_execute", _refuse_second_statement)
+        self._lock_engine: Engine | None = None
+        self._lock_engine_made = threading.Lock()
 
     @property
     def is_sqlite(self) -> bool:
@@ -221,8 +243,20 @@ class Database:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
+    @property
+    def lock_engine(self) -> Engine:
+        """PostgreSQL: the advisory locks' own connections (``create_lock_engine``), made on
+        first use."""
+        with self._lock_engine_made:
+            if self._lock_engine is None:
+                self._lock_engine = create_lock_engine(self.url)
+            return self._lock_engine
+
     def dispose(self) -> None:
         self.engine.dispose()
+        with self._lock_engine_made:
+            if self._lock_engine is not None:
+                self._lock_engine.dispose()
 
 
 def _refuse_flush(session: Session, _context: Any, _instances: Any) -> None:

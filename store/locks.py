@@ -148,7 +148,7 @@ class ThreadLocks:
     def _hold_advisory(
         self, key: str, *, wait: bool = True, timeout: float | None = None
     ) -> Iterator[bool]:
-        with self.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with self.db.lock_engine.connect() as conn:
             if timeout is not None:
                 # The server gives up waiting for the lock after this (SQLSTATE 55P03).
                 conn.execute(text(f"SET lock_timeout = '{int(timeout * 1000)}ms'"))

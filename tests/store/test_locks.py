@@ -107,3 +107,25 @@ def test_try_keep_keeps_nothing_of_a_lock_another_process_holds(url):
     with ThreadLocks(db).try_hold("run_1") as free_again:
         assert free_again is True
     db.dispose()
+
+
+def test_on_postgresql_a_lock_needs_no_connection_of_the_transactions_pool(pg_url):
+    """A decision tries its run's lock while it holds its request's row lock: with every
+    pooled connection taken by transactions, the try must not wait for one of them (others
+    would queue on that row meanwhile). And a lock held through a whole resume keeps no
+    connection from the transactions."""
+    db = Database(pg_url, pool_size=1)
+    locks = ThreadLocks(db)
+    taken = [db.engine.connect() for _ in range(2)]  # the pool's one, and its one overflow
+    try:
+        with contextlib.ExitStack() as stack:
+            assert locks.try_keep("run_1", into=stack) is True
+            assert db.engine.pool.checkedout() == len(taken)
+            with locks.try_hold("run_1") as again:
+                assert again is False, "held by the kept lock"
+    finally:
+        for conn in taken:
+            conn.close()
+    with locks.try_hold("run_1") as free_again:
+        assert free_again is True
+    db.dispose()
