@@ -89,8 +89,9 @@ def create_db_engine(
     return engine
 
 
-LOCK_POOL_SIZE = 4
-"""Connections kept for advisory locks when idle; more are opened while more are held."""
+LOCK_POOL_SIZE = 8
+"""Connections kept for advisory locks when idle (as many as inbox workers, by default); more
+are opened while more runs' locks are held or waited for by this process."""
 
 
 def create_lock_engine(database_url: str) -> Engine:
@@ -246,7 +247,9 @@ class Database:
     @property
     def lock_engine(self) -> Engine:
         """PostgreSQL: the advisory locks' own connections (``create_lock_engine``), made on
-        first use."""
+        first use. SQLite has none: its locks are files."""
+        if self.is_sqlite:
+            raise RuntimeError("a SQLite store has no advisory locks")
         with self._lock_engine_made:
             if self._lock_engine is None:
                 self._lock_engine = create_lock_engine(self.url)

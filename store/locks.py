@@ -14,9 +14,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
 from store.db import Database, sqlite_path
@@ -32,35 +33,50 @@ def _key64(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
+@dataclass
+class _Local:
+    """A key's lock in this process, and how many threads hold or want it (at 0 it goes)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+
+
 class ThreadLocks:
+    """A run's thread lock, across threads and processes. A thread first takes the key's lock
+    in this process (so the threads of one process that want one run's lock wait here, not each
+    on a connection or a file of its own), then the one between processes: a PostgreSQL
+    advisory lock on a connection of the locks' own (``Database.lock_engine``), or a file lock
+    beside a SQLite store."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._local: dict[str, threading.Lock] = {}
+        self._local: dict[str, _Local] = {}
         self._guard = threading.Lock()
 
     @contextlib.contextmanager
     def hold(self, key: str) -> Iterator[None]:
-        if self.db.is_sqlite:
-            with self._hold_local(key), self._hold_file(key):
-                yield
-        else:
-            with self._hold_advisory(key):
-                yield
+        with self._hold_local(key):
+            if self.db.is_sqlite:
+                with self._hold_file(key):
+                    yield
+            else:
+                with self._hold_advisory(key):
+                    yield
 
     @contextlib.contextmanager
     def try_hold(self, key: str) -> Iterator[bool]:
         """Like ``hold``, but never waits: yields False (holding nothing) when another thread or
         process has the lock, so background work skips what is busy instead of queueing on it."""
-        if self.db.is_sqlite:
-            with self._try_local(key) as local:
-                if not local:
-                    yield False
-                    return
+        with self._try_local(key) as local:
+            if not local:
+                yield False
+                return
+            if self.db.is_sqlite:
                 with self._hold_file(key, wait=False) as held:
                     yield held
-        else:
-            with self._hold_advisory(key, wait=False) as held:
-                yield held
+            else:
+                with self._hold_advisory(key, wait=False) as held:
+                    yield held
 
     def try_keep(self, key: str, *, into: contextlib.ExitStack) -> bool:
         """``try_hold``, the lock kept in ``into`` if it was free; if not, or if it could not
@@ -83,21 +99,21 @@ class ThreadLocks:
         """Like ``hold``, but waits at most ``seconds``: yields False (holding nothing) if the
         lock is still taken then, so a user's request is answered instead of queueing behind
         a long step of the run."""
-        if self.db.is_sqlite:
-            deadline = time.monotonic() + seconds
-            with self._guard:
-                lock = self._local.setdefault(key, threading.Lock())
-            if not lock.acquire(timeout=seconds):
+        deadline = time.monotonic() + seconds
+        with self._local_of(key) as local:
+            if not local.lock.acquire(timeout=seconds):
                 yield False
                 return
             try:
-                with self._hold_file_until(key, deadline) as held:
-                    yield held
+                left = max(0.0, deadline - time.monotonic())
+                if self.db.is_sqlite:
+                    with self._hold_file_until(key, deadline) as held:
+                        yield held
+                else:
+                    with self._hold_advisory(key, timeout=left) as held:
+                        yield held
             finally:
-                lock.release()
-        else:
-            with self._hold_advisory(key, timeout=seconds) as held:
-                yield held
+                local.lock.release()
 
     @contextlib.contextmanager
     def _hold_file_until(self, key: str, deadline: float) -> Iterator[bool]:
@@ -110,22 +126,33 @@ class ThreadLocks:
             time.sleep(0.05)
 
     @contextlib.contextmanager
-    def _try_local(self, key: str) -> Iterator[bool]:
+    def _local_of(self, key: str) -> Iterator[_Local]:
+        """The key's lock in this process, counted as used by this thread meanwhile."""
         with self._guard:
-            lock = self._local.setdefault(key, threading.Lock())
-        if not lock.acquire(blocking=False):
-            yield False
-            return
+            local = self._local.setdefault(key, _Local())
+            local.users += 1
         try:
-            yield True
+            yield local
         finally:
-            lock.release()
+            with self._guard:
+                local.users -= 1
+                if not local.users:
+                    del self._local[key]
+
+    @contextlib.contextmanager
+    def _try_local(self, key: str) -> Iterator[bool]:
+        with self._local_of(key) as local:
+            if not local.lock.acquire(blocking=False):
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                local.lock.release()
 
     @contextlib.contextmanager
     def _hold_local(self, key: str) -> Iterator[None]:
-        with self._guard:
-            lock = self._local.setdefault(key, threading.Lock())
-        with lock:
+        with self._local_of(key) as local, local.lock:
             yield
 
     @contextlib.contextmanager
@@ -148,24 +175,44 @@ class ThreadLocks:
     def _hold_advisory(
         self, key: str, *, wait: bool = True, timeout: float | None = None
     ) -> Iterator[bool]:
-        with self.db.lock_engine.connect() as conn:
-            if timeout is not None:
-                # The server gives up waiting for the lock after this (SQLSTATE 55P03).
-                conn.execute(text(f"SET lock_timeout = '{int(timeout * 1000)}ms'"))
+        """The advisory lock, on a connection of the locks' own. A connection that failed
+        while it may hold the lock is thrown away, never handed back to the pool holding it
+        (a session's advisory locks outlive any rollback; the next taker would be let in)."""
+        conn = self.db.lock_engine.connect()
+        try:
+            got = _take(conn, key, wait=wait, timeout=timeout)
+        except BaseException:
+            conn.invalidate()
+            conn.close()
+            raise
+        if not got:
+            conn.close()  # not kept through the caller's body
+            yield False
+            return
+        try:
+            yield True
+        finally:
             try:
-                answer = conn.execute(_TAKE[wait], {"k": _key64(key)}).scalar()
-                got = bool(answer) if not wait else True  # pg_advisory_lock returns nothing
-            except OperationalError as exc:
-                if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
-                    raise
-                got = False
-            finally:
-                if timeout is not None:
-                    conn.execute(_NO_TIMEOUT)
-            if not got:
-                yield False
-                return
-            try:
-                yield True
-            finally:
                 conn.execute(_LET_GO, {"k": _key64(key)})
+            except BaseException:
+                conn.invalidate()
+                raise
+            finally:
+                conn.close()
+
+
+def _take(conn: Connection, key: str, *, wait: bool, timeout: float | None) -> bool:
+    if timeout is not None:
+        # The server gives up waiting for the lock after this (SQLSTATE 55P03); 0 would mean
+        # never.
+        conn.execute(text(f"SET lock_timeout = '{max(1, int(timeout * 1000))}ms'"))
+    try:
+        answer = conn.execute(_TAKE[wait], {"k": _key64(key)}).scalar()
+        return bool(answer) if not wait else True  # pg_advisory_lock returns nothing
+    except OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        return False
+    finally:
+        if timeout is not None:
+            conn.execute(_NO_TIMEOUT)

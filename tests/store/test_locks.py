@@ -8,6 +8,8 @@ import multiprocessing
 import threading
 
 import pytest
+from sqlalchemy import event, text
+from sqlalchemy.exc import ProgrammingError
 
 from store.db import Database
 from store.locks import ThreadLocks
@@ -120,12 +122,63 @@ def test_on_postgresql_a_lock_needs_no_connection_of_the_transactions_pool(pg_ur
     try:
         with contextlib.ExitStack() as stack:
             assert locks.try_keep("run_1", into=stack) is True
-            assert db.engine.pool.checkedout() == len(taken)
-            with locks.try_hold("run_1") as again:
+            assert db.lock_engine.pool.checkedout() == 1
+            with ThreadLocks(db).try_hold("run_1") as again:
                 assert again is False, "held by the kept lock"
+        with locks.try_hold("run_1") as free_again:
+            assert free_again is True
     finally:
         for conn in taken:
             conn.close()
-    with locks.try_hold("run_1") as free_again:
-        assert free_again is True
-    db.dispose()
+        db.dispose()
+
+
+def test_on_postgresql_threads_waiting_for_one_lock_take_no_connection_each(pg_url):
+    """Threads of one process that want a run's lock its other thread holds wait in the
+    process, not each on a connection of its own: a burst of clicks on one busy run opens no
+    connection per click."""
+    db = Database(pg_url)
+    locks = ThreadLocks(db)
+    checkouts: list[str] = []
+    event.listen(db.lock_engine, "checkout", lambda *_args: checkouts.append("out"))
+    answers: list[bool] = []
+    try:
+        with locks.hold("run_1"):
+            waiters = [
+                threading.Thread(target=_wait_briefly, args=(locks, "run_1", answers))
+                for _ in range(5)
+            ]
+            for waiter in waiters:
+                waiter.start()
+            for waiter in waiters:
+                waiter.join(60)
+            with locks.try_hold("run_1") as busy:
+                assert busy is False
+        assert answers == [False] * 5
+        assert checkouts == ["out"], "a waiter took a connection to wait on"
+        with locks.hold_within("run_1", 5.0) as free:
+            assert free is True
+    finally:
+        db.dispose()
+
+
+def _wait_briefly(locks: ThreadLocks, key: str, answers: list[bool]) -> None:
+    with locks.hold_within(key, 0.2) as held:
+        answers.append(held)
+
+
+def test_on_postgresql_a_lock_whose_release_failed_is_not_left_held(pg_url, monkeypatch):
+    """The unlock fails (the connection broke, say): that connection must not go back to the
+    pool still holding the lock, for the run would stay locked (and the next of this process
+    to be handed that connection would be let in)."""
+    db, elsewhere = Database(pg_url), Database(pg_url)
+    try:
+        monkeypatch.setattr("store.locks._LET_GO", text("SELECT no_such_unlock(:k)"))
+        with pytest.raises(ProgrammingError), ThreadLocks(db).hold("run_1"):
+            pass
+        monkeypatch.undo()
+        with ThreadLocks(elsewhere).try_hold("run_1") as free:
+            assert free is True, "the lock was left held"
+    finally:
+        db.dispose()
+        elsewhere.dispose()
