@@ -1,8 +1,8 @@
 """Per-thread locks held while a checkpointed thread is verified and resumed.
 
-PostgreSQL: a session advisory lock on a dedicated connection (released by the server if the
-process dies). SQLite: an in-process lock plus an ``flock`` on a file beside the database, so two
-processes on one host serialise too.
+A key's lock in this process first, then one between processes. PostgreSQL: a session advisory
+lock on a connection of the locks' own (released by the server if the process dies). SQLite: an
+``flock`` on a file beside the database, so two processes on one host serialise too.
 """
 
 from __future__ import annotations
@@ -67,21 +67,18 @@ class ThreadLocks:
     def try_hold(self, key: str) -> Iterator[bool]:
         """Like ``hold``, but never waits: yields False (holding nothing) when another thread or
         process has the lock, so background work skips what is busy instead of queueing on it."""
-        with self._try_local(key) as local:
-            if not local:
-                yield False
+        with contextlib.ExitStack() as taken:
+            local = taken.enter_context(self._try_local(key))
+            if local and taken.enter_context(self._across(key, timeout=0.0)):
+                yield True
                 return
-            if self.db.is_sqlite:
-                with self._hold_file(key, wait=False) as held:
-                    yield held
-            else:
-                with self._hold_advisory(key, wait=False) as held:
-                    yield held
+            taken.close()  # holding nothing while the caller goes on
+            yield False
 
     def try_keep(self, key: str, *, into: contextlib.ExitStack) -> bool:
         """``try_hold``, the lock kept in ``into`` if it was free; if not, or if it could not
-        even be tried (e.g. no pooled connection for it), nothing of it is kept: a lock half
-        held by this thread (SQLite's in-process part) would keep its own ``hold`` waiting."""
+        even be tried (e.g. no connection for it), nothing of it is kept: a lock half held by
+        this thread (its in-process part) would keep its own ``hold`` waiting."""
         attempt = contextlib.ExitStack()
         try:
             taken = attempt.enter_context(self.try_hold(key))
@@ -99,21 +96,25 @@ class ThreadLocks:
         """Like ``hold``, but waits at most ``seconds``: yields False (holding nothing) if the
         lock is still taken then, so a user's request is answered instead of queueing behind
         a long step of the run."""
-        deadline = time.monotonic() + seconds
-        with self._local_of(key) as local:
-            if not local.lock.acquire(timeout=seconds):
-                yield False
-                return
-            try:
+        deadline = time.monotonic() + max(0.0, seconds)
+        with contextlib.ExitStack() as taken:
+            local = taken.enter_context(self._local_of(key))
+            if local.lock.acquire(timeout=max(0.0, seconds)):
+                taken.callback(local.lock.release)
                 left = max(0.0, deadline - time.monotonic())
-                if self.db.is_sqlite:
-                    with self._hold_file_until(key, deadline) as held:
-                        yield held
-                else:
-                    with self._hold_advisory(key, timeout=left) as held:
-                        yield held
-            finally:
-                local.lock.release()
+                if taken.enter_context(self._across(key, timeout=left)):
+                    yield True
+                    return
+            taken.close()  # holding nothing while the caller goes on
+            yield False
+
+    def _across(self, key: str, *, timeout: float) -> contextlib.AbstractContextManager[bool]:
+        """The lock between processes, waited for up to ``timeout`` seconds (0: not at all)."""
+        if self.db.is_sqlite:
+            return self._hold_file_until(key, time.monotonic() + timeout)
+        if timeout <= 0:
+            return self._hold_advisory(key, wait=False)
+        return self._hold_advisory(key, timeout=timeout)
 
     @contextlib.contextmanager
     def _hold_file_until(self, key: str, deadline: float) -> Iterator[bool]:
@@ -194,6 +195,10 @@ class ThreadLocks:
         finally:
             try:
                 conn.execute(_LET_GO, {"k": _key64(key)})
+            except Exception:
+                # Thrown away, the server frees the lock: the caller's work stands.
+                logger.warning("could not let go of the lock of %s", key, exc_info=True)
+                conn.invalidate()
             except BaseException:
                 conn.invalidate()
                 raise

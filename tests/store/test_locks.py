@@ -9,7 +9,6 @@ import threading
 
 import pytest
 from sqlalchemy import event, text
-from sqlalchemy.exc import ProgrammingError
 
 from store.db import Database
 from store.locks import ThreadLocks
@@ -170,15 +169,43 @@ def _wait_briefly(locks: ThreadLocks, key: str, answers: list[bool]) -> None:
 def test_on_postgresql_a_lock_whose_release_failed_is_not_left_held(pg_url, monkeypatch):
     """The unlock fails (the connection broke, say): that connection must not go back to the
     pool still holding the lock, for the run would stay locked (and the next of this process
-    to be handed that connection would be let in)."""
+    to be handed that connection would be let in). Nor does the failure undo the work done
+    under the lock: the connection thrown away, the server lets go of the lock."""
     db, elsewhere = Database(pg_url), Database(pg_url)
     try:
         monkeypatch.setattr("store.locks._LET_GO", text("SELECT no_such_unlock(:k)"))
-        with pytest.raises(ProgrammingError), ThreadLocks(db).hold("run_1"):
+        with ThreadLocks(db).hold("run_1"):
             pass
         monkeypatch.undo()
-        with ThreadLocks(elsewhere).try_hold("run_1") as free:
+        # The server ends the thrown-away session a moment later: wait for the lock, briefly.
+        with ThreadLocks(elsewhere).hold_within("run_1", 10.0) as free:
             assert free is True, "the lock was left held"
     finally:
         db.dispose()
         elsewhere.dispose()
+
+
+def test_a_try_that_failed_holds_nothing_while_its_caller_goes_on(url):
+    """Another process held the lock: while the caller answers "busy" (a cancel's refusal,
+    say), this process's part of the lock is free for its other threads."""
+    db, other_db = Database(url), Database(url)
+    locks, other = ThreadLocks(db), ThreadLocks(other_db)
+    try:
+        with contextlib.ExitStack() as other_holds:
+            other_holds.enter_context(other.hold("run_1"))
+            with locks.try_hold("run_1") as got:
+                assert got is False
+                other_holds.close()  # the other process lets go meanwhile
+                answers: list[bool] = []
+                meanwhile = threading.Thread(target=lambda: answers.append(_tried(locks)))
+                meanwhile.start()
+                meanwhile.join(60)
+                assert answers == [True], "the failed try kept this process's part"
+    finally:
+        db.dispose()
+        other_db.dispose()
+
+
+def _tried(locks: ThreadLocks) -> bool:
+    with locks.try_hold("run_1") as got:
+        return got
