@@ -13,19 +13,9 @@ from types import FrameType
 import pytest
 from sqlalchemy.sql.cache_key import HasCacheKey
 
-from agent_runtime.graph_runtime import close_checkpointer
-from tests.agent_runtime.engine_env import REVIEWER, Env, decide, make_env, paused_run
+from tests.agent_runtime.engine_env import REVIEWER, Env, decide, paused_run
 
 OURS = ("/agent_runtime/", "/store/", "/bot/")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
-    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
-    env = make_env(tmp_path, url=url)
-    yield env
-    close_checkpointer(env.runtime.checkpointer)
-    env.db.dispose()
 
 
 def _builders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:

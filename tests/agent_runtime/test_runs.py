@@ -3,14 +3,10 @@ no cancel ended it, with the result told to the thread as the row now says."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session
 
-from agent_runtime.graph_runtime import close_checkpointer
 from store.repositories import RunRepository
 from store.statuses import RunStatus
 from tests.agent_runtime.engine_env import (
@@ -19,18 +15,8 @@ from tests.agent_runtime.engine_env import (
     SEND,
     Env,
     decide,
-    make_env,
     paused_run,
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
-    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
-    env = make_env(tmp_path, url=url)
-    yield env
-    close_checkpointer(env.runtime.checkpointer)
-    env.db.dispose()
 
 
 def test_a_completed_run_is_recorded_in_one_statement_with_no_read_before_it(env: Env) -> None:
