@@ -213,6 +213,8 @@ def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_n
     attempt = _attempt(env, action_id, REVIEWER)
     _watch(env, log)
     event.listen(env.db.engine, "commit", lambda _conn: log.append("commit"))
+    if env.db.engine.dialect.name == "postgresql":  # the locks have connections of their own
+        event.listen(env.db.lock_engine, "before_cursor_execute", lambda *a: log.append(a[2]))
     log.clear()
     result = env.engine.decide(
         action_id=action_id, actor=REVIEWER, decision="approve", seen_hash=attempt.seen_hash
