@@ -104,6 +104,9 @@ def create_lock_engine(database_url: str) -> Engine:
         sqlalchemy_url(database_url),
         pool_size=LOCK_POOL_SIZE,
         max_overflow=-1,
+        # The connection handed back last goes out first: one just used is not checked again
+        # (``_ping_when_idle``), and a click's lock try costs no round trip more.
+        pool_use_lifo=True,
         isolation_level="AUTOCOMMIT",  # a session-level lock outlives any transaction
     )
     _ping_when_idle(engine)

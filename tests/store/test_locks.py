@@ -209,3 +209,19 @@ def test_a_try_that_failed_holds_nothing_while_its_caller_goes_on(url):
 def _tried(locks: ThreadLocks) -> bool:
     with locks.try_hold("run_1") as got:
         return got
+
+
+def test_on_postgresql_the_lock_taken_next_gets_the_connection_handed_back_last(pg_url):
+    """A connection idle for a while is checked before it is handed out (a round trip); the
+    one just handed back is not. The locks' connections go out last in, first out, so a
+    click's lock try gets one that was just used, not the one idle the longest."""
+    db = Database(pg_url)
+    try:
+        first, second = db.lock_engine.connect(), db.lock_engine.connect()
+        pids = [c.execute(text("SELECT pg_backend_pid()")).scalar() for c in (first, second)]
+        first.close()
+        second.close()  # handed back last
+        with db.lock_engine.connect() as next_one:
+            assert next_one.execute(text("SELECT pg_backend_pid()")).scalar() == pids[1]
+    finally:
+        db.dispose()
