@@ -3,6 +3,7 @@ the first time it reaches that point. Unset in production, where this does nothi
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 
@@ -27,4 +28,6 @@ POINTS = CARD_POINTS + DECISION_POINTS + REMOTE_POINTS
 
 def fault_point(name: str) -> None:
     if os.environ.get("APPROVAL_BOT_FAULT") == name:
+        for handler in logging.getLogger().handlers:
+            handler.flush()  # the lines logged before the crash are in the log
         os.kill(os.getpid(), signal.SIGKILL)

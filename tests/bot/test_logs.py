@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -99,7 +102,7 @@ def test_an_exception_logged_keeps_its_traceback_in_both_formats(capsys, configu
             raise ValueError("bad payload")
         except ValueError:
             logging.getLogger("approval-bot.test").exception("could not store %s", "an item")
-        logs.stop()
+        assert logs.flush(10)
         err = capsys.readouterr().err
         if fmt == "json":
             line = json.loads(err.strip().splitlines()[-1])
@@ -110,6 +113,27 @@ def test_an_exception_logged_keeps_its_traceback_in_both_formats(capsys, configu
             assert "Traceback" in err and "ValueError: bad payload" in err
 
 
+def test_configured_again_lines_keep_their_order_and_each_its_format(capsys, configured):
+    logs.configure(level=logging.INFO, fmt="json")
+    logging.getLogger("approval-bot.test").info("before")
+    logs.configure(level=logging.INFO, fmt="text")
+    logging.getLogger("approval-bot.test").info("after")
+    logs.stop()
+    first, second = capsys.readouterr().err.strip().splitlines()
+    assert json.loads(first)["message"] == "before"
+    assert second.endswith("INFO approval-bot.test: after")
+
+
+def test_after_a_stop_lines_are_still_masked_and_formatted(capsys, configured):
+    """At exit other threads may still log (an error while the bot drains): their lines are
+    written as configured, never raw, and never with a token in clear."""
+    logs.configure(level=logging.INFO, fmt="json")
+    logs.stop()
+    logging.getLogger("approval-bot.test").error("auth failed for %s", "xoxb-123-456-secret")
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert (line["message"], line["level"]) == ("auth failed for xoxb-***", "ERROR")
+
+
 class _StuckOutput(io.StringIO):
     """An output (a pipe to a log collector that stopped reading) whose writes wait until it
     is opened again."""
@@ -118,11 +142,19 @@ class _StuckOutput(io.StringIO):
         super().__init__()
         self.entered = threading.Event()
         self.opened = threading.Event()
+        self.wrote = threading.Condition()
 
     def write(self, text: str) -> int:
         self.entered.set()
-        assert self.opened.wait(30), "the test never opened the output"
-        return super().write(text)
+        self.opened.wait(30)  # the test's own waits fail first
+        with self.wrote:
+            written = super().write(text)
+            self.wrote.notify_all()
+        return written
+
+    def wait_for(self, text: str) -> bool:
+        with self.wrote:
+            return self.wrote.wait_for(lambda: text in self.getvalue(), timeout=10)
 
 
 def _log_from_a_thread(lines: list[str]) -> threading.Event:
@@ -142,7 +174,7 @@ def _log_from_a_thread(lines: list[str]) -> threading.Event:
 def test_a_log_call_never_waits_for_a_stuck_output(monkeypatch, configured):
     """A click's thread logs (its audit events, a warning): if the log's output stops taking
     lines, the click still goes on. The lines are written once the output takes them again,
-    in order."""
+    in order, as they were when logged."""
     out = _StuckOutput()
     monkeypatch.setattr(sys, "stderr", out)
     logs.configure(level=logging.INFO)
@@ -160,18 +192,86 @@ def test_a_log_call_never_waits_for_a_stuck_output(monkeypatch, configured):
     assert written == ["first", "second", "third", "status ['pending']"]
 
 
-def test_lines_the_output_could_not_keep_up_with_are_dropped_and_counted(monkeypatch, configured):
+def test_lines_the_output_could_not_keep_up_with_are_dropped_and_counted_where_lost(
+    monkeypatch, configured
+):
     """The queue of lines is bounded: a stuck output costs lines, not the bot's memory, and
-    the log says how many were lost."""
+    the log says how many were lost, where they were."""
     out = _StuckOutput()
     monkeypatch.setattr(sys, "stderr", out)
-    logs.configure(level=logging.INFO, queue_size=3)
+    logs.configure(level=logging.INFO, queue_lines=3)
     first = _log_from_a_thread(["line 0"])
     assert out.entered.wait(10) and first.wait(10)
     rest = _log_from_a_thread([f"line {n}" for n in range(1, 10)])
     assert rest.wait(10), "a log call waited for the output"
     out.opened.set()
+    assert out.wait_for("line 3"), "the lines queued were not written"
+    logging.getLogger("approval-bot.test").info("line 10")
     logs.stop()
     written = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
-    dropped = "6 log lines were dropped: the log's output did not keep up"
-    assert written == ["line 0", dropped, "line 1", "line 2", "line 3"]
+    dropped = "6 log lines were dropped here: the log's output did not keep up"
+    assert written == ["line 0", "line 1", "line 2", "line 3", dropped, "line 10"]
+
+
+_LOG_A_LOT = """
+import logging, sys
+from bot import logs
+logs.configure(level=logging.INFO)
+for n in range(int(sys.argv[1])):
+    logging.getLogger("approval-bot.test").info("line %d %s", n, "x" * 200)
+print("logged", flush=True)
+"""
+
+
+def test_every_line_is_written_before_the_process_exits():
+    done = subprocess.run(
+        [sys.executable, "-c", _LOG_A_LOT, "3000"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 3000 and lines[-1].split(": ", 1)[1].startswith("line 2999 ")
+
+
+def test_a_process_whose_log_output_is_stuck_still_exits():
+    """Its stderr is a pipe nobody reads (a collector that hung): the process still ends,
+    after a bounded wait for the lines, and cleanly."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LOG_A_LOT, "3000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,  # never read: full after about 64 KiB
+        text=True,
+    )
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 0
+    assert proc.stdout is not None
+    assert proc.stdout.read() == "logged\n"
+
+
+_CRASH = """
+import logging
+import os
+import signal
+from agent_runtime.faults import fault_point
+from bot import logs
+logs.configure(level=logging.INFO)
+for n in range(200):
+    logging.getLogger("approval-bot.test").info("line %d", n)
+fault_point("after_ack")
+"""
+
+
+def test_the_lines_logged_before_a_crash_test_kill_are_in_the_log():
+    """A crash test reads the log to see where the process stopped."""
+    env = {**os.environ, "APPROVAL_BOT_FAULT": "after_ack"}
+    args = [sys.executable, "-c", _CRASH]
+    done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == -signal.SIGKILL
+    assert done.stderr.splitlines()[-1].endswith("line 199")
