@@ -1,18 +1,16 @@
 """Logging for operators: plain text, or one JSON object per line (``LOG_FORMAT=json``)
 carrying the ids of the run, approval, action and actor it concerns; tokens never printed.
 
-A thread that logs (a click's worker, the ack path) only queues the record; a thread of its
-own formats and writes the lines, in order. A slow or stuck output (a full pipe to a log
-collector) then never holds up a click. The queue is bounded: lines it has no room for are
-dropped, and a line says how many where they were lost. A stop (at exit, before a process is
-ended at once) writes what waits first, for a few seconds at most; lines logged after it are
-written at once, as before, or, if the output was stuck, counted and dropped."""
+A thread that logs (a click's worker, the ack path) only queues the record; one thread of the
+process writes the lines, in order. A slow or stuck output (a full pipe to a log collector)
+then never holds up a click. The queue is bounded: lines it has no room for are dropped, and a
+line says how many where they were lost. At exit, what waits is written first (a few seconds
+at most: a stuck output does not keep the process from ending)."""
 
 from __future__ import annotations
 
 import atexit
 import copy
-import enum
 import logging
 import os
 import queue
@@ -62,25 +60,15 @@ class TextFormatter(logging.Formatter):
 
 
 class _Output:
-    """A stream and its format. Written under a lock of its own, not a logging handler's:
-    logging's shutdown takes every handler's lock, and must not wait for a stuck stream."""
+    """A stream and its format; written by the writer thread only."""
 
     def __init__(self, stream: TextIO, formatter: logging.Formatter) -> None:
         self.stream = stream
         self.formatter = formatter
-        self.lock = threading.Lock()
 
     def write(self, record: logging.LogRecord) -> None:
-        text = self.formatter.format(record) + "\n"
-        with self.lock:
-            self.stream.write(text)
-            self.stream.flush()
-
-
-class _Mode(enum.Enum):
-    QUEUED = "queued"  # the writer thread writes
-    DIRECT = "direct"  # stopped with nothing left waiting: the caller writes, as before
-    DISCARD = "discard"  # stopped on a stuck output: lines are counted and dropped
+        self.stream.write(self.formatter.format(record) + "\n")
+        self.stream.flush()
 
 
 @dataclass(frozen=True)
@@ -88,20 +76,22 @@ class _Switch:
     output: _Output  # lines after this one go there (a new configuration)
 
 
-_Item = tuple[logging.LogRecord, int] | _Switch | threading.Event | None
+_Item = tuple[logging.LogRecord, int] | _Switch | threading.Event
 
 
 def _size(record: logging.LogRecord) -> int:
-    return len(str(record.msg)) + len(record.exc_text or "") + 512  # 512: the rest, roughly
+    """Roughly what a waiting record holds: its text, and the rest of it."""
+    text = (str(record.msg), record.exc_text or "", record.stack_info or "")
+    return sum(len(part) for part in text) + 512
 
 
-def _notice(dropped: int) -> logging.LogRecord:
+def _notice(lost: int) -> logging.LogRecord:
     return logging.makeLogRecord(
         {
             "name": "approval-bot.logs",
             "levelno": logging.WARNING,
             "levelname": "WARNING",
-            "msg": f"{dropped} log lines were dropped here: the log's output did not keep up",
+            "msg": f"{lost} log lines were lost here: the log's output did not keep up (or failed)",
         }
     )
 
@@ -124,18 +114,17 @@ _PLAIN = logging.Formatter()
 
 class _Lines(logging.Handler):
     """The root logger's one handler: queues each record for the writer thread. It takes no
-    lock of logging's while it writes (logging's shutdown takes them all)."""
+    lock of logging's (logging's shutdown takes them all), and no caller ever writes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.addFilter(TraceFilter())
         self.max_lines, self.max_bytes = QUEUE_LINES, QUEUE_BYTES
-        self.queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()  # never blocks a put
-        self.turn = threading.RLock()  # mode, counts and queue order; re-entrant: signals
+        self.turn = threading.RLock()  # the queue's order and the counts; re-entrant: signals
+        self.queue: queue.SimpleQueue[_Item] | None = None  # until configured
+        self.output: _Output | None = None  # the output of the lines queued last
         self.waiting = self.waiting_bytes = 0
-        self.dropped = self.told = 0
-        self.mode = _Mode.DIRECT
-        self.output: _Output | None = None
+        self.lost = self.told = 0
 
     def handle(self, record: logging.LogRecord) -> bool:
         kept = self.filter(record)
@@ -148,39 +137,33 @@ class _Lines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             prepared = _prepared(record)
-            with self.turn:
-                output = self.output if self.mode is _Mode.DIRECT else None
-                if self.mode is _Mode.QUEUED:
-                    self._queue(prepared)
-                elif output is None:
-                    self.dropped += 1
-            if output is not None:
-                output.write(prepared)
-        except Exception:  # a line that cannot be written costs that line, never the caller
-            self._drop()
-
-    def _drop(self) -> None:
-        with self.turn:
-            self.dropped += 1
-
-    def _queue(self, record: logging.LogRecord) -> None:
-        size = _size(record)
-        if self.waiting >= self.max_lines or self.waiting_bytes + size > self.max_bytes:
-            self.dropped += 1
+        except Exception:  # e.g. arguments that do not fit the message: that line is lost
+            self._lose()
             return
-        self.waiting, self.waiting_bytes = self.waiting + 1, self.waiting_bytes + size
-        self._tell_dropped()
-        self.queue.put_nowait((record, size))
+        size = _size(prepared)
+        with self.turn:
+            if self.queue is None:
+                return
+            if self.waiting >= self.max_lines or self.waiting_bytes + size > self.max_bytes:
+                self.lost += 1
+                return
+            self.waiting, self.waiting_bytes = self.waiting + 1, self.waiting_bytes + size
+            self._tell_lost(self.queue)
+            self.queue.put_nowait((prepared, size))
 
-    def _tell_dropped(self) -> None:
-        """Queue a line saying how many were dropped since the last such line, if any."""
-        if self.dropped > self.told:
-            self.queue.put_nowait((_notice(self.dropped - self.told), 0))
-            self.told = self.dropped
+    def _lose(self) -> None:
+        with self.turn:
+            self.lost += 1
 
-    def _write(self, lines: queue.SimpleQueue[_Item]) -> None:
-        output = self.output
-        while (item := lines.get()) is not None:
+    def _tell_lost(self, lines: queue.SimpleQueue[_Item]) -> None:
+        """Queue a line saying how many were lost since the last such line, if any."""
+        lost, self.told = self.lost - self.told, self.lost
+        if lost > 0:
+            lines.put_nowait((_notice(lost), 0))
+
+    def _write(self, lines: queue.SimpleQueue[_Item], output: _Output) -> None:
+        while True:
+            item = lines.get()
             if isinstance(item, _Switch):
                 output = item.output
             elif isinstance(item, threading.Event):
@@ -190,60 +173,60 @@ class _Lines(logging.Handler):
                 with self.turn:
                     self.waiting, self.waiting_bytes = self.waiting - 1, self.waiting_bytes - size
                 try:
-                    assert output is not None  # set before the writer starts
                     output.write(record)
                 except Exception:  # the output failed: the line is lost, and counted
-                    self._drop()
+                    self._lose()
 
-    def configure(self, output: _Output, *, max_lines: int) -> None:
+    def _start(self, output: _Output) -> None:
+        self.queue, self.output = queue.SimpleQueue(), output
+        self.waiting = self.waiting_bytes = 0
+        writer = threading.Thread(
+            target=self._write, args=(self.queue, output), name="log-writer", daemon=True
+        )
+        writer.start()
+
+    def configure(self, output: _Output, *, max_lines: int, max_bytes: int) -> None:
         with self.turn:  # each line goes to one output, in order
-            self.max_lines = max_lines
-            if self.mode is _Mode.QUEUED:
+            self.max_lines, self.max_bytes = max_lines, max_bytes
+            if self.queue is None:
+                self._start(output)
+            else:
                 self.queue.put_nowait(_Switch(output))
                 self.output = output
-                return
-            self.queue, self.output, self.mode = queue.SimpleQueue(), output, _Mode.QUEUED
-            self.waiting = self.waiting_bytes = 0
-            writer = threading.Thread(
-                target=self._write, args=(self.queue,), name="log-writer", daemon=True
-            )
-            writer.start()
 
     def flush(self) -> None:
-        """Every line queued so far written (``FLUSH_SECONDS`` at most): what logging's
-        shutdown, and a process about to be killed, call."""
+        """What logging's shutdown, and a process about to be killed, call."""
         self.written(FLUSH_SECONDS)
 
     def written(self, timeout: float) -> bool:
         """Wait (``timeout`` at most) until every line queued so far is written."""
         with self.turn:
-            if self.mode is not _Mode.QUEUED:
+            if self.queue is None:
                 return True
-            self._tell_dropped()
-            written = threading.Event()
-            self.queue.put_nowait(written)
-        return written.wait(timeout)
-
-    def stop(self, timeout: float) -> None:
-        flushed = self.written(timeout)
-        with self.turn:
-            if self.mode is not _Mode.QUEUED:
-                return
-            self.mode = _Mode.DIRECT if flushed else _Mode.DISCARD
-            self.queue.put_nowait(None)
+            self._tell_lost(self.queue)
+            marker = threading.Event()
+            self.queue.put_nowait(marker)
+        return marker.wait(timeout)
 
     def after_fork(self) -> None:
-        """A forked child has no writer thread: it writes its lines itself."""
+        """A forked child has no writer thread: it starts its own, for its own lines."""
         self.turn = threading.RLock()
-        if self.mode is _Mode.QUEUED:
-            self.mode = _Mode.DIRECT
+        self.lost = self.told = 0
+        if self.output is not None:
+            self._start(self.output)
 
 
 _LINES = _Lines()
 os.register_at_fork(after_in_child=_LINES.after_fork)
 
 
-def configure(*, level: int, fmt: str = "text", queue_lines: int = QUEUE_LINES) -> None:
+def configure(
+    *,
+    level: int,
+    fmt: str = "text",
+    queue_lines: int = QUEUE_LINES,
+    queue_bytes: int = QUEUE_BYTES,
+) -> None:
     """Log at ``level`` to stderr, as ``fmt`` says. Called again, lines logged before go to
     the earlier output, those after to the new one, in order."""
     formatter: logging.Formatter
@@ -259,7 +242,7 @@ def configure(*, level: int, fmt: str = "text", queue_lines: int = QUEUE_LINES) 
     for old in list(root.handlers):
         if old is not _LINES:
             root.removeHandler(old)
-    _LINES.configure(_Output(sys.stderr, formatter), max_lines=queue_lines)
+    _LINES.configure(_Output(sys.stderr, formatter), max_lines=queue_lines, max_bytes=queue_bytes)
     root.addHandler(_LINES)  # once: the same handler is never added twice
     root.setLevel(level)
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -272,10 +255,9 @@ def flush(timeout: float = FLUSH_SECONDS) -> bool:
 
 
 def stop(timeout: float = STOP_SECONDS) -> None:
-    """Write what waits (``timeout`` at most), then have each line written as it is logged
-    (dropped and counted instead, if the output did not take what waited). At exit, and
-    before a process is ended at once."""
-    _LINES.stop(timeout)
+    """What waits, written (``timeout`` at most): at exit, and before a process ends at once.
+    Lines logged after are queued as before."""
+    _LINES.written(timeout)
 
 
 atexit.register(stop)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,6 +73,32 @@ def test_a_whole_approval_is_traceable_in_json_lines(sandbox, tmp_path: Path):
     assert env["SLACK_SIGNING_SECRET"] not in text
 
 
+class _StuckOutput(io.StringIO):
+    """An output (a pipe to a log collector that stopped reading) whose writes wait until it
+    is opened again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+        self.wrote = threading.Condition()
+
+    def write(self, text: str) -> int:
+        self.entered.set()
+        self.opened.wait(30)  # the test's own waits fail first
+        with self.wrote:
+            written = super().write(text)
+            self.wrote.notify_all()
+        return written
+
+    def wait_for(self, text: str) -> bool:
+        with self.wrote:
+            return self.wrote.wait_for(lambda: text in self.getvalue(), timeout=10)
+
+    def lines(self) -> list[str]:
+        return [line.split(": ", 1)[1] for line in self.getvalue().splitlines()]
+
+
 @pytest.fixture
 def configured() -> Iterator[None]:
     """``logs.configure`` may be called; the root logger is as it was afterwards."""
@@ -85,11 +111,26 @@ def configured() -> Iterator[None]:
         root.handlers[:], root.level = saved
 
 
+@pytest.fixture
+def stuck(configured: None) -> Iterator[Callable[[], _StuckOutput]]:
+    """Stuck outputs, all opened once the test is over (a failed test leaves the one writer
+    of the process free for the next)."""
+    made: list[_StuckOutput] = []
+
+    def make() -> _StuckOutput:
+        made.append(_StuckOutput())
+        return made[-1]
+
+    yield make
+    for out in made:
+        out.opened.set()
+
+
 def test_token_shaped_text_is_masked_and_bound_ids_are_added(capsys, configured):
     logs.configure(level=logging.INFO, fmt="json")
     with trace.bind(request_id="req-1", actor="U1"):
         logging.getLogger("approval-bot.test").info("token %s refused", "xoxb-1-2-abc")
-    logs.stop()  # every line queued is written
+    assert logs.flush(10)
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["message"] == "token xoxb-*** refused"
     assert (line["request_id"], line["actor"], line["level"]) == ("req-1", "U1", "INFO")
@@ -113,15 +154,23 @@ def test_an_exception_logged_keeps_its_traceback_in_both_formats(capsys, configu
             assert "Traceback" in err and "ValueError: bad payload" in err
 
 
-def test_configured_again_lines_keep_their_order_and_each_its_format(capsys, configured):
+def test_configured_again_each_line_goes_where_and_as_it_was_configured_when_logged(
+    monkeypatch, configured, stuck
+):
+    first, second = stuck(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
     logs.configure(level=logging.INFO, fmt="json")
-    logging.getLogger("approval-bot.test").info("before")
+    logging.getLogger("approval-bot.test").info("before 1")
+    assert first.entered.wait(10)  # the writer is busy with the first line
+    logging.getLogger("approval-bot.test").info("before 2")
+    monkeypatch.setattr(sys, "stderr", second)
     logs.configure(level=logging.INFO, fmt="text")
     logging.getLogger("approval-bot.test").info("after")
-    logs.stop()
-    first, second = capsys.readouterr().err.strip().splitlines()
-    assert json.loads(first)["message"] == "before"
-    assert second.endswith("INFO approval-bot.test: after")
+    first.opened.set()
+    assert logs.flush(10)
+    before = [json.loads(line)["message"] for line in first.getvalue().splitlines()]
+    assert before == ["before 1", "before 2"]
+    assert second.getvalue().endswith("INFO approval-bot.test: after\n")
 
 
 def test_after_a_stop_lines_are_still_masked_and_formatted(capsys, configured):
@@ -130,31 +179,9 @@ def test_after_a_stop_lines_are_still_masked_and_formatted(capsys, configured):
     logs.configure(level=logging.INFO, fmt="json")
     logs.stop()
     logging.getLogger("approval-bot.test").error("auth failed for %s", "xoxb-123-456-secret")
+    assert logs.flush(10)
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert (line["message"], line["level"]) == ("auth failed for xoxb-***", "ERROR")
-
-
-class _StuckOutput(io.StringIO):
-    """An output (a pipe to a log collector that stopped reading) whose writes wait until it
-    is opened again."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = threading.Event()
-        self.opened = threading.Event()
-        self.wrote = threading.Condition()
-
-    def write(self, text: str) -> int:
-        self.entered.set()
-        self.opened.wait(30)  # the test's own waits fail first
-        with self.wrote:
-            written = super().write(text)
-            self.wrote.notify_all()
-        return written
-
-    def wait_for(self, text: str) -> bool:
-        with self.wrote:
-            return self.wrote.wait_for(lambda: text in self.getvalue(), timeout=10)
 
 
 def _log_from_a_thread(lines: list[str]) -> threading.Event:
@@ -171,11 +198,11 @@ def _log_from_a_thread(lines: list[str]) -> threading.Event:
     return done
 
 
-def test_a_log_call_never_waits_for_a_stuck_output(monkeypatch, configured):
+def test_a_log_call_never_waits_for_a_stuck_output(monkeypatch, configured, stuck):
     """A click's thread logs (its audit events, a warning): if the log's output stops taking
     lines, the click still goes on. The lines are written once the output takes them again,
     in order, as they were when logged."""
-    out = _StuckOutput()
+    out = stuck()
     monkeypatch.setattr(sys, "stderr", out)
     logs.configure(level=logging.INFO)
     first = _log_from_a_thread(["first"])
@@ -187,17 +214,16 @@ def test_a_log_call_never_waits_for_a_stuck_output(monkeypatch, configured):
     logging.getLogger("approval-bot.test").info("status %s", seen)
     seen[0] = "resolved"
     out.opened.set()
-    logs.stop()
-    written = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
-    assert written == ["first", "second", "third", "status ['pending']"]
+    assert logs.flush(10)
+    assert out.lines() == ["first", "second", "third", "status ['pending']"]
 
 
 def test_lines_the_output_could_not_keep_up_with_are_dropped_and_counted_where_lost(
-    monkeypatch, configured
+    monkeypatch, configured, stuck
 ):
     """The queue of lines is bounded: a stuck output costs lines, not the bot's memory, and
     the log says how many were lost, where they were."""
-    out = _StuckOutput()
+    out = stuck()
     monkeypatch.setattr(sys, "stderr", out)
     logs.configure(level=logging.INFO, queue_lines=3)
     first = _log_from_a_thread(["line 0"])
@@ -207,10 +233,26 @@ def test_lines_the_output_could_not_keep_up_with_are_dropped_and_counted_where_l
     out.opened.set()
     assert out.wait_for("line 3"), "the lines queued were not written"
     logging.getLogger("approval-bot.test").info("line 10")
-    logs.stop()
-    written = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
-    dropped = "6 log lines were dropped here: the log's output did not keep up"
-    assert written == ["line 0", "line 1", "line 2", "line 3", dropped, "line 10"]
+    assert logs.flush(10)
+    lost = "6 log lines were lost here: the log's output did not keep up (or failed)"
+    assert out.lines() == ["line 0", "line 1", "line 2", "line 3", lost, "line 10"]
+
+
+def test_the_queue_is_bounded_by_its_text_too(monkeypatch, configured, stuck):
+    """A burst of long lines (tracebacks) waits in a few MiB, not in all the memory there is."""
+    out = stuck()
+    monkeypatch.setattr(sys, "stderr", out)
+    logs.configure(level=logging.INFO, queue_lines=100, queue_bytes=4000)
+    first = _log_from_a_thread(["line 0"])
+    assert out.entered.wait(10) and first.wait(10)
+    long = "x" * 1500  # about 2,000 bytes waiting each: one fits, the next two do not
+    assert _log_from_a_thread([long, long, long]).wait(10)
+    out.opened.set()
+    assert out.wait_for(long)
+    logging.getLogger("approval-bot.test").info("end")
+    assert logs.flush(10)
+    lost = "2 log lines were lost here: the log's output did not keep up (or failed)"
+    assert out.lines() == ["line 0", long, lost, "end"]
 
 
 _LOG_A_LOT = """
