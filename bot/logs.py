@@ -77,6 +77,7 @@ class _Switch:
 
 
 _Item = tuple[logging.LogRecord, int] | _Switch | threading.Event
+"""A line and its size, a new output, or a marker set once the lines before it are written."""
 
 
 def _size(record: logging.LogRecord) -> int:
@@ -85,13 +86,13 @@ def _size(record: logging.LogRecord) -> int:
     return sum(len(part) for part in text) + 512
 
 
-def _notice(lost: int) -> logging.LogRecord:
+def _notice(lost: int, *, why: list[str]) -> logging.LogRecord:
     return logging.makeLogRecord(
         {
             "name": "approval-bot.logs",
             "levelno": logging.WARNING,
             "levelname": "WARNING",
-            "msg": f"{lost} log lines were lost here: the log's output did not keep up (or failed)",
+            "msg": f"{lost} log lines were lost here: {'; '.join(why)}",
         }
     )
 
@@ -114,52 +115,72 @@ _PLAIN = logging.Formatter()
 
 class _Lines(logging.Handler):
     """The root logger's one handler: queues each record for the writer thread. It takes no
-    lock of logging's (logging's shutdown takes them all), and no caller ever writes."""
+    lock of logging's (logging's shutdown takes them all), no caller ever writes, and the
+    writer takes no lock of the callers' (a signal handler that logs or flushes, in a thread
+    that held one, would otherwise wait for a writer waiting for it)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.addFilter(TraceFilter())
         self.max_lines, self.max_bytes = QUEUE_LINES, QUEUE_BYTES
-        self.turn = threading.RLock()  # the queue's order and the counts; re-entrant: signals
-        self.queue: queue.SimpleQueue[_Item] | None = None  # until configured
-        self.output: _Output | None = None  # the output of the lines queued last
-        self.waiting = self.waiting_bytes = 0
-        self.lost = self.told = 0
+        self.output: _Output | None = None  # where the lines queued last go; None: not started
+        self._reset()
+
+    def _reset(self) -> None:
+        self.turn = threading.RLock()  # queue order and the callers' counts; for signals too
+        self.queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self.queued = [0, 0]  # lines and size queued, by the callers (under ``turn``)
+        self.done = [0, 0]  # lines and size written or failed, by the writer alone
+        self.full = self.unfit = 0  # lines lost since the last notice, by the callers
+        self.failed, self.failed_told = 0, 0  # lines the output failed, by the writer
+        self.failure = "the log's output failed"  # and why, last, by the writer
 
     def handle(self, record: logging.LogRecord) -> bool:
-        kept = self.filter(record)
-        if isinstance(kept, logging.LogRecord):
-            record = kept
-        if kept:
-            self.emit(record)
-        return bool(kept)
+        try:
+            kept = self.filter(record)  # may format the message: arguments may not fit
+            if isinstance(kept, logging.LogRecord):
+                record = kept
+            if kept:
+                self.emit(record)
+            return bool(kept)
+        except Exception:  # that line is lost, and counted; never the caller's problem
+            with self.turn:
+                self.unfit += 1
+            return False
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
-            prepared = _prepared(record)
-        except Exception:  # e.g. arguments that do not fit the message: that line is lost
-            self._lose()
-            return
+        prepared = _prepared(record)
         size = _size(prepared)
         with self.turn:
-            if self.queue is None:
+            done = self.done  # replaced whole by the writer: one consistent pair
+            lines, chars = self.queued[0] - done[0], self.queued[1] - done[1]
+            if lines >= self.max_lines or chars + size > self.max_bytes:
+                self.full += 1
                 return
-            if self.waiting >= self.max_lines or self.waiting_bytes + size > self.max_bytes:
-                self.lost += 1
-                return
-            self.waiting, self.waiting_bytes = self.waiting + 1, self.waiting_bytes + size
-            self._tell_lost(self.queue)
-            self.queue.put_nowait((prepared, size))
+            self._tell_lost()
+            self._put((prepared, size), size)
 
-    def _lose(self) -> None:
-        with self.turn:
-            self.lost += 1
+    def _put(self, item: _Item, size: int) -> None:
+        self.queued = [self.queued[0] + 1, self.queued[1] + size]
+        self.queue.put_nowait(item)
 
-    def _tell_lost(self, lines: queue.SimpleQueue[_Item]) -> None:
-        """Queue a line saying how many were lost since the last such line, if any."""
-        lost, self.told = self.lost - self.told, self.lost
-        if lost > 0:
-            lines.put_nowait((_notice(lost), 0))
+    def _tell_lost(self) -> None:
+        """Queue a line saying how many were lost since the last such line, and why, if any."""
+        failed, told = self.failed, self.failed_told
+        why = [
+            reason
+            for count, reason in (
+                (self.full, "the log's output did not keep up"),
+                (failed - told, self.failure),
+                (self.unfit, "a log call's arguments did not fit its message"),
+            )
+            if count
+        ]
+        lost = self.full + failed - told + self.unfit
+        self.full = self.unfit = 0
+        self.failed_told = failed
+        if lost:
+            self._put((_notice(lost, why=why), 0), 0)
 
     def _write(self, lines: queue.SimpleQueue[_Item], output: _Output) -> None:
         while True:
@@ -170,29 +191,28 @@ class _Lines(logging.Handler):
                 item.set()
             else:
                 record, size = item
-                with self.turn:
-                    self.waiting, self.waiting_bytes = self.waiting - 1, self.waiting_bytes - size
                 try:
                     output.write(record)
-                except Exception:  # the output failed: the line is lost, and counted
-                    self._lose()
+                except Exception as exc:  # the output failed: the line is lost, and counted
+                    self.failure = f"the log's output failed ({type(exc).__name__})"
+                    self.failed += 1
+                self.done = [self.done[0] + 1, self.done[1] + size]
 
-    def _start(self, output: _Output) -> None:
-        self.queue, self.output = queue.SimpleQueue(), output
-        self.waiting = self.waiting_bytes = 0
+    def _start(self) -> None:
+        assert self.output is not None
         writer = threading.Thread(
-            target=self._write, args=(self.queue, output), name="log-writer", daemon=True
+            target=self._write, args=(self.queue, self.output), name="log-writer", daemon=True
         )
         writer.start()
 
     def configure(self, output: _Output, *, max_lines: int, max_bytes: int) -> None:
         with self.turn:  # each line goes to one output, in order
             self.max_lines, self.max_bytes = max_lines, max_bytes
-            if self.queue is None:
-                self._start(output)
-            else:
+            started, self.output = self.output is not None, output
+            if started:
                 self.queue.put_nowait(_Switch(output))
-                self.output = output
+            else:
+                self._start()
 
     def flush(self) -> None:
         """What logging's shutdown, and a process about to be killed, call."""
@@ -201,19 +221,18 @@ class _Lines(logging.Handler):
     def written(self, timeout: float) -> bool:
         """Wait (``timeout`` at most) until every line queued so far is written."""
         with self.turn:
-            if self.queue is None:
+            if self.output is None:
                 return True
-            self._tell_lost(self.queue)
+            self._tell_lost()
             marker = threading.Event()
             self.queue.put_nowait(marker)
         return marker.wait(timeout)
 
     def after_fork(self) -> None:
         """A forked child has no writer thread: it starts its own, for its own lines."""
-        self.turn = threading.RLock()
-        self.lost = self.told = 0
+        self._reset()
         if self.output is not None:
-            self._start(self.output)
+            self._start()
 
 
 _LINES = _Lines()

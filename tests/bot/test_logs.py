@@ -231,11 +231,30 @@ def test_lines_the_output_could_not_keep_up_with_are_dropped_and_counted_where_l
     rest = _log_from_a_thread([f"line {n}" for n in range(1, 10)])
     assert rest.wait(10), "a log call waited for the output"
     out.opened.set()
-    assert out.wait_for("line 3"), "the lines queued were not written"
+    assert out.wait_for("line 2"), "the lines queued were not written"
     logging.getLogger("approval-bot.test").info("line 10")
     assert logs.flush(10)
-    lost = "6 log lines were lost here: the log's output did not keep up (or failed)"
-    assert out.lines() == ["line 0", "line 1", "line 2", "line 3", lost, "line 10"]
+    lost = "7 log lines were lost here: the log's output did not keep up"
+    # three wait at most, the one being written included
+    assert out.lines() == ["line 0", "line 1", "line 2", lost, "line 10"]
+
+
+def test_each_time_lines_are_lost_the_bound_is_the_same(monkeypatch, configured, stuck):
+    """A collector that stalls again and again: the notices count as waiting lines too, so
+    the bound stays what it was."""
+    out = stuck()
+    monkeypatch.setattr(sys, "stderr", out)
+    logs.configure(level=logging.INFO, queue_lines=2)
+    for episode in (1, 2):
+        out.opened.clear()
+        out.entered.clear()
+        first = _log_from_a_thread([f"{episode}: a"])
+        assert out.entered.wait(10) and first.wait(10)
+        assert _log_from_a_thread([f"{episode}: {n}" for n in "bcdef"]).wait(10)
+        out.opened.set()
+        assert logs.flush(10)
+    lost = "log lines were lost here: the log's output did not keep up"
+    assert out.lines() == ["1: a", "1: b", f"4 {lost}", "2: a", "2: b", f"4 {lost}"]
 
 
 def test_the_queue_is_bounded_by_its_text_too(monkeypatch, configured, stuck):
@@ -251,7 +270,7 @@ def test_the_queue_is_bounded_by_its_text_too(monkeypatch, configured, stuck):
     assert out.wait_for(long)
     logging.getLogger("approval-bot.test").info("end")
     assert logs.flush(10)
-    lost = "2 log lines were lost here: the log's output did not keep up (or failed)"
+    lost = "2 log lines were lost here: the log's output did not keep up"
     assert out.lines() == ["line 0", long, lost, "end"]
 
 
@@ -265,24 +284,27 @@ print("logged", flush=True)
 """
 
 
-def test_every_line_is_written_before_the_process_exits():
-    done = subprocess.run(
-        [sys.executable, "-c", _LOG_A_LOT, "3000"],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def _script(tmp_path: Path, text: str) -> str:
+    """A file, run as the console script runs the bot (the interpreter flushes its streams
+    after a file's code, before the exit handlers)."""
+    path = tmp_path / "script.py"
+    path.write_text(text)
+    return str(path)
+
+
+def test_every_line_is_written_before_the_process_exits(tmp_path: Path):
+    args = [sys.executable, _script(tmp_path, _LOG_A_LOT), "3000"]
+    done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stderr.splitlines()
     assert len(lines) == 3000 and lines[-1].split(": ", 1)[1].startswith("line 2999 ")
 
 
-def test_a_process_whose_log_output_is_stuck_still_exits():
+def test_a_process_whose_log_output_is_stuck_still_exits(tmp_path: Path):
     """Its stderr is a pipe nobody reads (a collector that hung): the process still ends,
     after a bounded wait for the lines, and cleanly."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _LOG_A_LOT, "3000"],
+        [sys.executable, _script(tmp_path, _LOG_A_LOT), "3000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,  # never read: full after about 64 KiB
         text=True,
@@ -295,6 +317,61 @@ def test_a_process_whose_log_output_is_stuck_still_exits():
     assert code == 0
     assert proc.stdout is not None
     assert proc.stdout.read() == "logged\n"
+
+
+_FORKED = """
+import logging, os
+from bot import logs
+logs.configure(level=logging.INFO)
+logging.getLogger("approval-bot.test").info("parent")
+child = os.fork()
+if child == 0:
+    logging.getLogger("approval-bot.test").info("child")
+    os._exit(0 if logs.flush(10) else 3)
+_, status = os.waitpid(child, 0)
+logging.getLogger("approval-bot.test").info("child exited %d", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_writes_its_own_lines(tmp_path: Path):
+    args = [sys.executable, _script(tmp_path, _FORKED)]
+    done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line.split(": ", 1)[1] for line in done.stderr.splitlines()]
+    assert lines == ["parent", "child", "child exited 0"]
+
+
+class _FailingOutput(io.StringIO):
+    def write(self, text: str) -> int:
+        if "boom" in text:
+            raise OSError("the collector went away")
+        return super().write(text)
+
+
+def test_a_line_the_output_failed_is_counted_with_why(monkeypatch, configured):
+    out = _FailingOutput()
+    monkeypatch.setattr(sys, "stderr", out)
+    logs.configure(level=logging.INFO)
+    for line in ("before", "boom", "after"):
+        logging.getLogger("approval-bot.test").info(line)
+    assert logs.flush(10)
+    logging.getLogger("approval-bot.test").info("later")
+    assert logs.flush(10)
+    written = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
+    lost = "1 log lines were lost here: the log's output failed (OSError)"
+    assert written == ["before", "after", lost, "later"]
+
+
+def test_a_bad_log_call_costs_its_line_not_the_caller(monkeypatch, configured):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    logs.configure(level=logging.INFO)
+    logging.getLogger("approval-bot.test").info("%s and %s", "only one")  # noqa: PLE1206
+    logging.getLogger("approval-bot.test").info("next")
+    assert logs.flush(10)
+    written = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
+    lost = "1 log lines were lost here: a log call's arguments did not fit its message"
+    assert written == [lost, "next"]
 
 
 _CRASH = """
