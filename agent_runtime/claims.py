@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from sqlalchemy.orm import Session
 
 from agent_runtime.renewals import Renewals
-from store.claim_repository import ClaimRepository
+from store.claim_repository import ClaimRepository, ClaimTerms
 from store.db import Database
 from store.maintenance import MaintenanceQueries
 from store.models import ApprovalRequest
@@ -52,6 +52,10 @@ class Claims:
         return ClaimRepository(session).claim(
             request_id, owner=self.owner, lease=self.lease, loaded=loaded
         )
+
+    def terms(self, request_id: str) -> ClaimTerms:
+        """This process's claim of a request, to be written with more (``write_decision``)."""
+        return ClaimTerms.of(request_id, owner=self.owner, lease=self.lease)
 
     def held(self, request: ApprovalRequest) -> bool:
         """Whether this process holds the request's claim (and may resume it)."""

@@ -3,6 +3,7 @@ outcome and the audit event; a refusal's audit event; the card a click came from
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -12,6 +13,7 @@ from agent_runtime.decision_types import Attempt
 from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Policy
 from agent_runtime.wire import action_hash
+from store.claim_repository import ClaimTerms
 from store.models import Action, ApprovalRequest
 from store.repositories import (
     ApprovalRepository,
@@ -79,21 +81,31 @@ def adopt_clicked_card(repo: CardRepository, request: ApprovalRequest, *, card: 
         repo.adopt_card(request, channel=card.channel, ts=card.ts, shows=None)
 
 
-def write_decision(
+@dataclass(frozen=True)
+class Planned:
+    """A decision about to be written: the action's outcome after it (None: unchanged), and
+    whether it leaves every action of its request decided."""
+
+    request: ApprovalRequest
+    action: Action
+    attempt: Attempt
+    outcome: str | None
+    completes: bool
+
+
+def plan_decision(
     s: Session,
     request: ApprovalRequest,
     action: Action,
     attempt: Attempt,
     *,
     normalized_edit: dict[str, Any] | None,
-) -> None:
-    """An edit binds the action to a new hash: approvals of the old version stop counting.
-    The rows are written as the decision is made, before the audit chain's head is locked
-    (``audit_decision``)."""
-    repo = ApprovalRepository(s)
+) -> Planned:
+    """An edit binds the action to a new hash (written now): approvals of the old version stop
+    counting. What the decision does to its action and request."""
     if attempt.decision == DecisionType.EDIT:
         assert normalized_edit is not None
-        repo.decide_action(
+        ApprovalRepository(s).decide_action(
             action,
             edited_args=normalized_edit,
             current_hash=action_hash(action.tool_name, normalized_edit, request.policy_version),
@@ -106,15 +118,33 @@ def write_decision(
     )
     approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
     decided = ActionOutcome.EDITED if approved_edit else outcome
-    DecisionRepository(s).add(
+    completes = all(decided if a is action else a.outcome for a in request.actions)
+    return Planned(
+        request,
         action,
-        reviewer_id=attempt.actor.user_id,
-        team_id=attempt.actor.team_id,
-        type_=attempt.decision,
-        message=attempt.message,
-        attempt_key=attempt.attempt_key,
+        attempt,
         outcome=decided if decided != action.outcome else None,
+        completes=completes,
     )
+
+
+def write_decision(s: Session, planned: Planned, *, claim: ClaimTerms | None) -> bool:
+    """The decision's rows, written before the audit chain's head is locked
+    (``audit_decision``); with ``claim``, the claim of the request it completes, in the same
+    statement on PostgreSQL. True if that claim was won."""
+    attempt, action = planned.attempt, planned.action
+    fields: dict[str, Any] = {
+        "reviewer_id": attempt.actor.user_id,
+        "team_id": attempt.actor.team_id,
+        "type_": attempt.decision,
+        "message": attempt.message,
+        "attempt_key": attempt.attempt_key,
+        "outcome": planned.outcome,
+    }
+    if claim is None:
+        DecisionRepository(s).add(action, **fields)
+        return False
+    return DecisionRepository(s).add_claiming(action, claim=claim, loaded=planned.request, **fields)
 
 
 def audit_decision(

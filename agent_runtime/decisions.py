@@ -20,6 +20,7 @@ from agent_runtime.decision_writes import (
     audit_refusal,
     facts_of,
     paused,
+    plan_decision,
     write_decision,
 )
 from agent_runtime.edits import EditRules
@@ -110,9 +111,9 @@ class DecisionRecorder:
     ) -> DecisionResult:
         """Authorize and record one decision; claim the request if it was the last needed.
         ``hold_run``: called with the run's id when the decision leaves every action decided,
-        after its rows are written and before the audit chain's head is locked; ``True`` if
-        the caller now holds the run's thread lock (it must not wait for the lock: the
-        request's row lock is held meanwhile)."""
+        before its rows and the claim are written (on PostgreSQL in one statement) and the
+        audit chain's head is locked; ``True`` if the caller now holds the run's thread lock
+        (it must not wait for the lock: the request's row lock is held meanwhile)."""
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:
             repos = ApprovalRepository(s)
@@ -147,13 +148,14 @@ class DecisionRecorder:
                 if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
                 else None
             )
-            write_decision(s, request, action, attempt, normalized_edit=normalized)
-            complete = all(a.outcome for a in request.actions)
-            # Before the audit chain's head is locked: the lock's attempt may wait for a
-            # pooled connection, and must not hold up the chain meanwhile.
+            planned = plan_decision(s, request, action, attempt, normalized_edit=normalized)
+            complete = planned.completes
+            # Before the claim is written: from the claim's commit to the resume, nobody may
+            # end or cancel the run (each holds its lock). Tried, never waited for.
             run_held = complete and hold_run is not None and hold_run(request.run_id)
+            terms = self.claims.terms(request.id) if complete else None
+            claimed = write_decision(s, planned, claim=terms)
             audit_decision(s, request, action, attempt, policy=self.policy)
-            claimed = complete and self.claims.claim(s, request.id, loaded=request)
             if claimed:
                 AuditRepository(s).record(
                     "resume_claimed",

@@ -5,8 +5,9 @@ concurrency."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import CTE, Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -28,10 +29,40 @@ _CLAIM = (
     )
 )
 _CLAIMED = _CLAIM.returning(ApprovalRequest.id).cte("claimed")
-_CLAIM_CLOSING_SLOTS = (
-    select(func.count()).select_from(_CLAIMED).add_cte(pending_slots.dropping_slots(_CLAIMED))
-)
-"""PostgreSQL: the claim and the removal of the request's review slots, in one statement."""
+
+
+def claiming(*writes: CTE) -> Select[int]:
+    """PostgreSQL: the claim, the removal of the request's review slots, and ``writes`` (other
+    data-modifying CTEs, e.g. the decision that completes the request), in one statement,
+    which returns 1 if the claim was won, 0 if not. Its parameters: ``ClaimTerms.values``."""
+    stmt = select(func.count()).select_from(_CLAIMED)
+    for write in writes:
+        stmt = stmt.add_cte(write)
+    return stmt.add_cte(pending_slots.dropping_slots(_CLAIMED))
+
+
+_CLAIM_CLOSING_SLOTS = claiming()
+
+
+@dataclass(frozen=True)
+class ClaimTerms:
+    """A claim to write: the request moves pending -> resuming, held by ``owner`` until
+    ``until``."""
+
+    request_id: str
+    owner: str
+    until: dt.datetime
+
+    @classmethod
+    def of(cls, request_id: str, *, owner: str, lease: dt.timedelta) -> ClaimTerms:
+        return cls(request_id, owner, utcnow() + lease)
+
+    def values(self) -> dict[str, object]:
+        return {
+            "claimed_request": self.request_id,
+            "claim_owner": self.owner,
+            "claim_until": self.until,
+        }
 
 
 class ClaimRepository:
@@ -59,31 +90,29 @@ class ClaimRepository:
         """Move pending -> resuming; True for exactly one caller, whatever the concurrency.
         ``loaded``: the caller's copy of the request, made to say what the row now says
         (without writing the row a second time)."""
-        claimed = {
-            "status": RequestStatus.RESUMING,
-            "claimed_by": owner,
-            "claim_expires_at": utcnow() + lease,
-        }
-        values = {
-            "claimed_request": request_id,
-            "claim_owner": owner,
-            "claim_until": claimed["claim_expires_at"],
-        }
+        return self.claim_on(ClaimTerms.of(request_id, owner=owner, lease=lease), loaded=loaded)
+
+    def claim_on(self, terms: ClaimTerms, *, loaded: ApprovalRequest | None = None) -> bool:
+        """``claim``, on terms made before."""
         # Core statements on the transaction's connection: nothing pending in the session bears
         # on them, so they flush nothing, and they skip the ORM's cost on the click's path.
         conn = self.session.connection()
         if conn.dialect.name == "postgresql":
-            if not conn.execute(_CLAIM_CLOSING_SLOTS, values).scalar():
+            if not conn.execute(_CLAIM_CLOSING_SLOTS, terms.values()).scalar():
                 return False
-            pending_slots.closed_with(self.session, request_id)
-        else:
-            if affected(conn.execute(_CLAIM, values)) == 0:
-                return False
-            pending_slots.close_request(self.session, request_id)
-        if loaded is not None:
-            for name, value in claimed.items():
-                set_committed_value(loaded, name, value)
+            self.claimed(terms, loaded=loaded)
+            return True
+        if affected(conn.execute(_CLAIM, terms.values())) == 0:
+            return False
+        pending_slots.close_request(self.session, terms.request_id)
+        _show(terms, loaded)
         return True
+
+    def claimed(self, terms: ClaimTerms, *, loaded: ApprovalRequest | None) -> None:
+        """A claim won by a statement that also dropped the request's slots (``claiming``):
+        the commit rewrites none of them; ``loaded`` is made to say what the row now says."""
+        pending_slots.closed_with(self.session, terms.request_id)
+        _show(terms, loaded)
 
     def renew_claim(self, request_id: str, *, owner: str, until: dt.datetime) -> bool:
         result = self.session.execute(
@@ -113,3 +142,11 @@ class ClaimRepository:
             .execution_options(synchronize_session=False)
         )
         return affected(result) > 0
+
+
+def _show(terms: ClaimTerms, loaded: ApprovalRequest | None) -> None:
+    """The caller's copy of the request says what its row now says (not written again)."""
+    if loaded is not None:
+        set_committed_value(loaded, "status", RequestStatus.RESUMING)
+        set_committed_value(loaded, "claimed_by", terms.owner)
+        set_committed_value(loaded, "claim_expires_at", terms.until)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from sqlalchemy import Update, bindparam, insert, inspect, select, update
+from sqlalchemy import Select, Update, bindparam, insert, inspect, select, update
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
 from store import pending_slots
-from store.models import Action, Decision, new_id, utcnow
+from store.claim_repository import ClaimRepository, ClaimTerms, claiming
+from store.models import Action, ApprovalRequest, Decision, new_id, utcnow
 
 _INSERT = insert(Decision)
 """Built once (the row goes as parameters): a statement built per call costs the click's path
@@ -27,6 +29,14 @@ def _inserting_deciding(names: tuple[str, ...]) -> Update:
     statement, built once."""
     row = insert(Decision).values({name: bindparam(f"new_{name}") for name in names})
     return _SET_OUTCOME.add_cte(row.cte("decided"))
+
+
+@functools.lru_cache(maxsize=4)
+def _inserting_deciding_claiming(names: tuple[str, ...]) -> Select[int]:
+    """PostgreSQL: the decision, its action's new outcome, and the claim of the request it
+    completes with the removal of its review slots, in one statement, built once."""
+    row = insert(Decision).values({name: bindparam(f"new_{name}") for name in names})
+    return claiming(row.cte("decided"), _SET_OUTCOME.cte("outcome_set"))
 
 
 class DecisionRepository:
@@ -52,18 +62,14 @@ class DecisionRepository:
         outcome, written with it (on PostgreSQL in the same statement; its review slots are
         rewritten at the commit). Not inside a savepoint: one rolled back would leave the
         session holding the decision."""
-        row = {
-            "id": new_id("dec"),
-            "action_id": action.id,
-            "request_id": action.request_id,
-            "reviewer_id": reviewer_id,
-            "team_id": team_id,
-            "type": type_,
-            "message": message,
-            "action_hash": action.bound_hash,
-            "created_at": utcnow(),
-            "attempt_key": attempt_key,
-        }
+        row = _row(
+            action,
+            reviewer_id=reviewer_id,
+            team_id=team_id,
+            type_=type_,
+            message=message,
+            attempt_key=attempt_key,
+        )
         conn = self.session.connection()
         changed = {"decided_action": action.id, "new_outcome": outcome}
         if outcome is None:
@@ -74,6 +80,59 @@ class DecisionRepository:
         else:
             conn.execute(_INSERT, row)
             conn.execute(_SET_OUTCOME, changed)
+        return self._held(row, action, outcome)
+
+    def add_claiming(
+        self,
+        action: Action,
+        *,
+        reviewer_id: str,
+        team_id: str | None,
+        type_: str,
+        message: str | None,
+        attempt_key: str | None,
+        outcome: str | None,
+        claim: ClaimTerms,
+        loaded: ApprovalRequest | None,
+    ) -> bool:
+        """``add`` for the decision that completes its request, with the request's claim
+        (``ClaimRepository.claim``): on PostgreSQL in the same statement. True if the claim
+        was won; the decision is written either way."""
+        repo = ClaimRepository(self.session)
+        conn = self.session.connection()
+        if outcome is None or conn.dialect.name != "postgresql":
+            self.add(
+                action,
+                reviewer_id=reviewer_id,
+                team_id=team_id,
+                type_=type_,
+                message=message,
+                attempt_key=attempt_key,
+                outcome=outcome,
+            )
+            return repo.claim_on(claim, loaded=loaded)
+        row = _row(
+            action,
+            reviewer_id=reviewer_id,
+            team_id=team_id,
+            type_=type_,
+            message=message,
+            attempt_key=attempt_key,
+        )
+        values = {
+            **{f"new_{k}": v for k, v in row.items()},
+            "decided_action": action.id,
+            "new_outcome": outcome,
+            **claim.values(),
+        }
+        won = bool(conn.execute(_inserting_deciding_claiming(tuple(row)), values).scalar())
+        self._held(row, action, outcome)
+        if won:
+            repo.claimed(claim, loaded=loaded)
+        return won
+
+    def _held(self, row: dict[str, Any], action: Action, outcome: str | None) -> Decision:
+        """The decision written, held by the session as a loaded row (nothing to insert)."""
         decision = Decision(**row)
         make_transient_to_detached(decision)
         self.session.add(decision)  # persistent, as if loaded: nothing to insert
@@ -92,3 +151,26 @@ class DecisionRepository:
             Decision.request_id == request_id, Decision.attempt_key == attempt_key
         )
         return {row[0]: row[1] for row in self.session.execute(stmt)}
+
+
+def _row(
+    action: Action,
+    *,
+    reviewer_id: str,
+    team_id: str | None,
+    type_: str,
+    message: str | None,
+    attempt_key: str | None,
+) -> dict[str, Any]:
+    return {
+        "id": new_id("dec"),
+        "action_id": action.id,
+        "request_id": action.request_id,
+        "reviewer_id": reviewer_id,
+        "team_id": team_id,
+        "type": type_,
+        "message": message,
+        "action_hash": action.bound_hash,
+        "created_at": utcnow(),
+        "attempt_key": attempt_key,
+    }

@@ -360,13 +360,14 @@ def test_a_click_that_brings_its_card_along_leaves_it_to_the_repair_until_drawn(
     assert card_now(env, action_id) == (clicked.ts, "pending")
 
 
-def test_a_completing_decision_takes_six_statements_on_postgresql(
+def test_a_completing_decision_takes_five_statements_on_postgresql(
     migrated_pg_url: str, tmp_path: Path
 ) -> None:
     """Each statement of a click's decision is a round trip on its path, so what belongs
-    together goes together: the request's lock with the kill switch's, the decision with its
-    action's new outcome, the claim with the removal of its review slots, the audit events
-    with the chain's head (then only the request's load and the head's lock stand alone)."""
+    together goes together: the request's lock with the kill switch's; the decision with its
+    action's new outcome and, when it completes the request, the claim and the removal of its
+    review slots; the audit events with the chain's head (then only the request's load and the
+    head's lock stand alone)."""
     env = make_env(tmp_path, url=migrated_pg_url)
     try:
         _run, action_id = paused_run(env)
@@ -375,13 +376,19 @@ def test_a_completing_decision_takes_six_statements_on_postgresql(
         event.listen(env.db.engine, "before_cursor_execute", lambda *a: log.append(a[2]))
         result = env.engine.decisions.record(action_id=action_id, attempt=attempt)
         assert result.completed
-        lock, load, decision, head, claim, audit = log  # six, no more
+        lock, load, decision, head, audit = log  # five, no more
         assert "FOR UPDATE OF approval_requests" in lock and "execution_switch" in lock
         assert load.startswith("SELECT approval_requests.id, approval_requests.run_id")
         assert "INSERT INTO decisions" in decision and "UPDATE actions" in decision
+        assert "UPDATE approval_requests" in decision and "DELETE FROM pending_slots" in decision
         assert "FROM audit_head" in head
-        assert "UPDATE approval_requests" in claim and "DELETE FROM pending_slots" in claim
         assert "INSERT INTO audit_events" in audit and "UPDATE audit_head" in audit
+        with env.db.transaction() as s:
+            request = ApprovalRepository(s).get_by_action(action_id)
+            assert request is not None
+            assert (request.status, request.claimed_by) == ("resuming", env.engine.claims.owner)
+            assert [a.outcome for a in request.actions] == ["approved"]
+            assert [len(a.decisions) for a in request.actions] == [1]
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
