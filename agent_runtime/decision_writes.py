@@ -118,7 +118,8 @@ def plan_decision(
     )
     approved_edit = outcome == ActionOutcome.APPROVED and action.edited_args
     decided = ActionOutcome.EDITED if approved_edit else outcome
-    completes = all(decided if a is action else a.outcome for a in request.actions)
+    after = decided or action.outcome  # None: the action still waits for more sign-offs
+    completes = all(after if a is action else a.outcome for a in request.actions)
     return Planned(
         request,
         action,

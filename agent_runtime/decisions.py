@@ -111,9 +111,10 @@ class DecisionRecorder:
     ) -> DecisionResult:
         """Authorize and record one decision; claim the request if it was the last needed.
         ``hold_run``: called with the run's id when the decision leaves every action decided,
-        before its rows and the claim are written (on PostgreSQL in one statement) and the
-        audit chain's head is locked; ``True`` if the caller now holds the run's thread lock
-        (it must not wait for the lock: the request's row lock is held meanwhile)."""
+        before its rows and the claim are written (on PostgreSQL in one statement; an edit's
+        new arguments are written just before) and the audit chain's head is locked; ``True``
+        if the caller now holds the run's thread lock (it must not wait for the lock: the
+        request's row lock is held meanwhile)."""
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:
             repos = ApprovalRepository(s)
@@ -151,7 +152,8 @@ class DecisionRecorder:
             planned = plan_decision(s, request, action, attempt, normalized_edit=normalized)
             complete = planned.completes
             # Before the claim is written: from the claim's commit to the resume, nobody may
-            # end or cancel the run (each holds its lock). Tried, never waited for.
+            # end or cancel the run (each holds its lock). Tried, never waited for. (The claim's
+            # lease counts from here: its renewals start with the resume, after the commit.)
             run_held = complete and hold_run is not None and hold_run(request.run_id)
             terms = self.claims.terms(request.id) if complete else None
             claimed = write_decision(s, planned, claim=terms)
@@ -163,7 +165,8 @@ class DecisionRecorder:
                     request_id=request.id,
                     detail={"owner": self.claims.owner},
                 )
-            else:  # still pending, one decision more: the card shows one fewer until drawn
+            else:  # still pending (a lost claim cannot be: the request's row is held and
+                # was pending), one decision more: the card shows one fewer until drawn
                 CardRepository(s).forget_card(request.id, shows=RequestStatus.PENDING)
             signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
             progressed = (action.id,) if signed and action.outcome is None else ()

@@ -20,7 +20,7 @@ from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.notifier import MessageRef
 from store.locks import ThreadLocks
-from store.repositories import ApprovalRepository
+from store.repositories import ApprovalRepository, DecisionRepository
 from store.statuses import RequestStatus
 from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
 from tests.held import held_by_another_thread
@@ -227,6 +227,36 @@ def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_n
         assert log.index("commit") > taken > log.index("begin"), log
         chain = next(i for i, e in enumerate(log) if "FROM audit_head" in e)
         assert taken < chain, "the audit chain's head was held while the lock was tried"
+
+
+def test_a_completing_decision_that_fails_after_taking_its_runs_lock_lets_it_go(
+    world: tuple[Env, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's lock is tried before the decision and its claim are written: a write that
+    fails then (the store went away) leaves the run free for the next click or a cancel."""
+    env, _log = world
+    run_id, action_id = paused_run(env)
+    attempt = _attempt(env, action_id, REVIEWER)
+
+    def store_gone(*_args: object, **_kwargs: object) -> bool:
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(DecisionRepository, "add_claiming", store_gone)
+    with pytest.raises(RuntimeError, match="the store went away"):
+        env.engine.decide(
+            action_id=action_id, actor=REVIEWER, decision="approve", seen_hash=attempt.seen_hash
+        )
+    free: list[bool] = []
+
+    def look() -> None:
+        with env.engine.locks.try_hold(run_id) as held:
+            free.append(held)
+
+    other = threading.Thread(target=look)
+    other.start()
+    other.join(10)
+    assert free == [True], "the run's lock was kept after the decision failed"
+    assert status_of(env, action_id) == RequestStatus.PENDING
 
 
 @pytest.mark.parametrize("holder", ["this process", "another process"])
