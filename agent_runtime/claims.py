@@ -44,14 +44,9 @@ class Claims:
         self.owner = owner or process_owner()
         self._renewals = Renewals(every=lease.total_seconds() / 3, name="claim-leases")
 
-    def claim(
-        self, session: Session, request_id: str, *, loaded: ApprovalRequest | None = None
-    ) -> bool:
-        """pending -> resuming, in the caller's transaction; true for exactly one caller.
-        ``loaded``: the caller's copy of the request, updated to match."""
-        return ClaimRepository(session).claim(
-            request_id, owner=self.owner, lease=self.lease, loaded=loaded
-        )
+    def claim(self, session: Session, request_id: str) -> bool:
+        """pending -> resuming, in the caller's transaction; true for exactly one caller."""
+        return ClaimRepository(session).claim(request_id, owner=self.owner, lease=self.lease)
 
     def terms(self, request_id: str) -> ClaimTerms:
         """This process's claim of a request, to be written with more (``write_decision``)."""

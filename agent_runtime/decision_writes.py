@@ -1,5 +1,6 @@
 """The writes of a decision, in the caller's transaction: the decision row, the action's new
-outcome and the audit event; a refusal's audit event; the card a click came from."""
+outcome, the claim of the request it completes, and the audit event; a refusal's audit event;
+the card a click came from."""
 
 from __future__ import annotations
 
@@ -131,8 +132,9 @@ def plan_decision(
 
 def write_decision(s: Session, planned: Planned, *, claim: ClaimTerms | None) -> bool:
     """The decision's rows, written before the audit chain's head is locked
-    (``audit_decision``); with ``claim``, the claim of the request it completes, in the same
-    statement on PostgreSQL. True if that claim was won."""
+    (``audit_decision``); with ``claim``, the claim of the request it completes (in the same
+    statement on PostgreSQL when the decision changes its action's outcome). True if that
+    claim was won."""
     attempt, action = planned.attempt, planned.action
     fields: dict[str, Any] = {
         "reviewer_id": attempt.actor.user_id,

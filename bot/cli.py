@@ -204,7 +204,7 @@ def _stop_on_signals() -> threading.Event:
     def handle(signum: int, _frame: object) -> None:
         if stop.is_set():
             logger.warning("second signal: exiting now, without waiting for in-flight work")
-            logs.stop(timeout=1.0)  # the lines queued so far, this one included
+            logs.flush(timeout=1.0)  # the lines queued so far, this one included
             os._exit(1)
         logger.info("signal %s: finishing in-flight work, then stopping", signum)
         stop.set()

@@ -29,7 +29,8 @@ SECRET = re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]+")
 QUEUE_LINES = 10_000
 """Lines waiting for the output at most; beyond, new ones are dropped."""
 QUEUE_BYTES = 16 * 1024 * 1024
-"""Text of the waiting lines (messages and tracebacks) at most."""
+"""Text of the waiting lines at most (characters of messages and tracebacks, and 512 more
+for each line)."""
 STOP_SECONDS = 5.0
 FLUSH_SECONDS = 1.0
 
@@ -60,15 +61,39 @@ class TextFormatter(logging.Formatter):
 
 
 class _Output:
-    """A stream and its format; written by the writer thread only."""
+    """A stream and its format; written by the writer thread only. A stream on a file
+    descriptor is written through a descriptor of our own: a writer blocked on a full pipe
+    then holds no lock of the stream's buffer, which the interpreter takes to flush it as the
+    process exits (with a buffered stderr it would wait for the writer forever)."""
 
     def __init__(self, stream: TextIO, formatter: logging.Formatter) -> None:
         self.stream = stream
         self.formatter = formatter
+        self.fd = _own_descriptor(stream)
+        self.encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def write(self, record: logging.LogRecord) -> None:
-        self.stream.write(self.formatter.format(record) + "\n")
-        self.stream.flush()
+        text = self.formatter.format(record) + "\n"
+        if self.fd is None:
+            self.stream.write(text)
+            self.stream.flush()
+            return
+        data = memoryview(text.encode(self.encoding, "backslashreplace"))
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+def _own_descriptor(stream: TextIO) -> int | None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    stream.flush()  # what it holds goes out before our lines
+    return os.dup(fd)
 
 
 @dataclass(frozen=True)
@@ -186,6 +211,7 @@ class _Lines(logging.Handler):
         while True:
             item = lines.get()
             if isinstance(item, _Switch):
+                output.close()
                 output = item.output
             elif isinstance(item, threading.Event):
                 item.set()
@@ -273,10 +299,4 @@ def flush(timeout: float = FLUSH_SECONDS) -> bool:
     return _LINES.written(timeout)
 
 
-def stop(timeout: float = STOP_SECONDS) -> None:
-    """What waits, written (``timeout`` at most): at exit, and before a process ends at once.
-    Lines logged after are queued as before."""
-    _LINES.written(timeout)
-
-
-atexit.register(stop)
+atexit.register(flush, STOP_SECONDS)  # at exit: what waits is written, or given up on

@@ -80,7 +80,7 @@ class DecisionRepository:
         else:
             conn.execute(_INSERT, row)
             conn.execute(_SET_OUTCOME, changed)
-        return self._held(row, action, outcome)
+        return self._held(row, action, outcome=outcome)
 
     def add_claiming(
         self,
@@ -96,8 +96,9 @@ class DecisionRepository:
         loaded: ApprovalRequest | None,
     ) -> bool:
         """``add`` for the decision that completes its request, with the request's claim
-        (``ClaimRepository.claim``): on PostgreSQL in the same statement. True if the claim
-        was won; the decision is written either way."""
+        (``ClaimRepository.claim``): on PostgreSQL in the same statement when the decision
+        changes its action's outcome. True if the claim was won; the decision is written
+        either way."""
         repo = ClaimRepository(self.session)
         conn = self.session.connection()
         if outcome is None or conn.dialect.name != "postgresql":
@@ -126,12 +127,12 @@ class DecisionRepository:
             **claim.values(),
         }
         won = bool(conn.execute(_inserting_deciding_claiming(tuple(row)), values).scalar())
-        self._held(row, action, outcome)
+        self._held(row, action, outcome=outcome)
         if won:
             repo.claimed(claim, loaded=loaded)
         return won
 
-    def _held(self, row: dict[str, Any], action: Action, outcome: str | None) -> Decision:
+    def _held(self, row: dict[str, Any], action: Action, *, outcome: str | None) -> Decision:
         """The decision written, held by the session as a loaded row (nothing to insert)."""
         decision = Decision(**row)
         make_transient_to_detached(decision)

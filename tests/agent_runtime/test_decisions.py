@@ -227,6 +227,8 @@ def test_a_completing_decision_takes_its_runs_lock_before_its_commit_and_reads_n
         assert log.index("commit") > taken > log.index("begin"), log
         chain = next(i for i, e in enumerate(log) if "FROM audit_head" in e)
         assert taken < chain, "the audit chain's head was held while the lock was tried"
+        claim = next(i for i, e in enumerate(log) if "INSERT INTO decisions" in e)
+        assert taken < claim, "the claim was written before the run's lock was tried"
 
 
 def test_a_completing_decision_that_fails_after_taking_its_runs_lock_lets_it_go(
@@ -237,8 +239,21 @@ def test_a_completing_decision_that_fails_after_taking_its_runs_lock_lets_it_go(
     env, _log = world
     run_id, action_id = paused_run(env)
     attempt = _attempt(env, action_id, REVIEWER)
+    free: list[bool] = []
+
+    def look() -> None:
+        """Another thread tries the run's lock."""
+
+        def attempt_it() -> None:
+            with env.engine.locks.try_hold(run_id) as held:
+                free.append(held)
+
+        other = threading.Thread(target=attempt_it)
+        other.start()
+        other.join(10)
 
     def store_gone(*_args: object, **_kwargs: object) -> bool:
+        look()  # the lock is held by now
         raise RuntimeError("the store went away")
 
     monkeypatch.setattr(DecisionRepository, "add_claiming", store_gone)
@@ -246,16 +261,8 @@ def test_a_completing_decision_that_fails_after_taking_its_runs_lock_lets_it_go(
         env.engine.decide(
             action_id=action_id, actor=REVIEWER, decision="approve", seen_hash=attempt.seen_hash
         )
-    free: list[bool] = []
-
-    def look() -> None:
-        with env.engine.locks.try_hold(run_id) as held:
-            free.append(held)
-
-    other = threading.Thread(target=look)
-    other.start()
-    other.join(10)
-    assert free == [True], "the run's lock was kept after the decision failed"
+    look()
+    assert free == [False, True], "the run's lock was not held, or kept after the failure"
     assert status_of(env, action_id) == RequestStatus.PENDING
 
 

@@ -1,4 +1,6 @@
-"""``LOG_FORMAT=json``: one JSON object per line, each approval traceable by its ids, no token."""
+"""Logs: one JSON object per line (``LOG_FORMAT=json``), each approval traceable by its ids,
+no token; written by a thread of their own, so a slow or stuck output holds up no click and
+no exit."""
 
 from __future__ import annotations
 
@@ -107,7 +109,7 @@ def configured() -> Iterator[None]:
     try:
         yield
     finally:
-        logs.stop()
+        logs.flush(5)
         root.handlers[:], root.level = saved
 
 
@@ -173,11 +175,11 @@ def test_configured_again_each_line_goes_where_and_as_it_was_configured_when_log
     assert second.getvalue().endswith("INFO approval-bot.test: after\n")
 
 
-def test_after_a_stop_lines_are_still_masked_and_formatted(capsys, configured):
+def test_after_the_exit_flush_lines_are_still_masked_and_formatted(capsys, configured):
     """At exit other threads may still log (an error while the bot drains): their lines are
     written as configured, never raw, and never with a token in clear."""
     logs.configure(level=logging.INFO, fmt="json")
-    logs.stop()
+    assert logs.flush(10)
     logging.getLogger("approval-bot.test").error("auth failed for %s", "xoxb-123-456-secret")
     assert logs.flush(10)
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
@@ -284,6 +286,11 @@ print("logged", flush=True)
 """
 
 
+BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+"""As a process starts by default: its stderr buffered (a container image may set
+PYTHONUNBUFFERED; a plain install does not)."""
+
+
 def _script(tmp_path: Path, text: str) -> str:
     """A file, run as the console script runs the bot (the interpreter flushes its streams
     after a file's code, before the exit handlers)."""
@@ -294,7 +301,9 @@ def _script(tmp_path: Path, text: str) -> str:
 
 def test_every_line_is_written_before_the_process_exits(tmp_path: Path):
     args = [sys.executable, _script(tmp_path, _LOG_A_LOT), "3000"]
-    done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        args, check=False, capture_output=True, text=True, timeout=60, env=BUFFERED
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stderr.splitlines()
     assert len(lines) == 3000 and lines[-1].split(": ", 1)[1].startswith("line 2999 ")
@@ -308,6 +317,7 @@ def test_a_process_whose_log_output_is_stuck_still_exits(tmp_path: Path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,  # never read: full after about 64 KiB
         text=True,
+        env=BUFFERED,
     )
     try:
         code = proc.wait(timeout=60)
@@ -335,7 +345,9 @@ logging.getLogger("approval-bot.test").info("child exited %d", os.waitstatus_to_
 
 def test_a_forked_child_writes_its_own_lines(tmp_path: Path):
     args = [sys.executable, _script(tmp_path, _FORKED)]
-    done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        args, check=False, capture_output=True, text=True, timeout=60, env=BUFFERED
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line.split(": ", 1)[1] for line in done.stderr.splitlines()]
     assert lines == ["parent", "child", "child exited 0"]
@@ -389,7 +401,7 @@ fault_point("after_ack")
 
 def test_the_lines_logged_before_a_crash_test_kill_are_in_the_log():
     """A crash test reads the log to see where the process stopped."""
-    env = {**os.environ, "APPROVAL_BOT_FAULT": "after_ack"}
+    env = {**BUFFERED, "APPROVAL_BOT_FAULT": "after_ack"}
     args = [sys.executable, "-c", _CRASH]
     done = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == -signal.SIGKILL
