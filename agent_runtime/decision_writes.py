@@ -15,6 +15,7 @@ from agent_runtime.notifier import MessageRef
 from agent_runtime.policy import Policy
 from agent_runtime.wire import action_hash
 from store.claim_repository import ClaimTerms
+from store.decision_repository import DecisionFields
 from store.models import Action, ApprovalRequest
 from store.repositories import (
     ApprovalRepository,
@@ -136,18 +137,19 @@ def write_decision(s: Session, planned: Planned, *, claim: ClaimTerms | None) ->
     statement on PostgreSQL when the decision changes its action's outcome). True if that
     claim was won."""
     attempt, action = planned.attempt, planned.action
-    fields: dict[str, Any] = {
-        "reviewer_id": attempt.actor.user_id,
-        "team_id": attempt.actor.team_id,
-        "type_": attempt.decision,
-        "message": attempt.message,
-        "attempt_key": attempt.attempt_key,
-        "outcome": planned.outcome,
-    }
+    fields = DecisionFields(
+        reviewer_id=attempt.actor.user_id,
+        team_id=attempt.actor.team_id,
+        type_=attempt.decision,
+        message=attempt.message,
+        attempt_key=attempt.attempt_key,
+    )
     if claim is None:
-        DecisionRepository(s).add(action, **fields)
+        DecisionRepository(s).add(action, **fields, outcome=planned.outcome)
         return False
-    return DecisionRepository(s).add_claiming(action, claim=claim, loaded=planned.request, **fields)
+    return DecisionRepository(s).add_claiming(
+        action, fields=fields, outcome=planned.outcome, claim=claim, loaded=planned.request
+    )
 
 
 def audit_decision(

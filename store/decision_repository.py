@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import Select, Update, bindparam, insert, inspect, select, update
 from sqlalchemy.orm import Session, make_transient_to_detached
@@ -37,6 +37,16 @@ def _inserting_deciding_claiming(names: tuple[str, ...]) -> Select[int]:
     completes with the removal of its review slots, in one statement, built once."""
     row = insert(Decision).values({name: bindparam(f"new_{name}") for name in names})
     return claiming(row.cte("decided"), _SET_OUTCOME.cte("outcome_set"))
+
+
+class DecisionFields(TypedDict):
+    """Who decided what, as ``DecisionRepository.add`` takes it."""
+
+    reviewer_id: str
+    team_id: str | None
+    type_: str
+    message: str | None
+    attempt_key: str | None
 
 
 class DecisionRepository:
@@ -86,11 +96,7 @@ class DecisionRepository:
         self,
         action: Action,
         *,
-        reviewer_id: str,
-        team_id: str | None,
-        type_: str,
-        message: str | None,
-        attempt_key: str | None,
+        fields: DecisionFields,
         outcome: str | None,
         claim: ClaimTerms,
         loaded: ApprovalRequest | None,
@@ -102,24 +108,9 @@ class DecisionRepository:
         repo = ClaimRepository(self.session)
         conn = self.session.connection()
         if outcome is None or conn.dialect.name != "postgresql":
-            self.add(
-                action,
-                reviewer_id=reviewer_id,
-                team_id=team_id,
-                type_=type_,
-                message=message,
-                attempt_key=attempt_key,
-                outcome=outcome,
-            )
+            self.add(action, **fields, outcome=outcome)
             return repo.claim_on(claim, loaded=loaded)
-        row = _row(
-            action,
-            reviewer_id=reviewer_id,
-            team_id=team_id,
-            type_=type_,
-            message=message,
-            attempt_key=attempt_key,
-        )
+        row = _row(action, **fields)
         values = {
             **{f"new_{k}": v for k, v in row.items()},
             "decided_action": action.id,

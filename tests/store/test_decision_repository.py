@@ -11,6 +11,7 @@ from sqlalchemy import event, select
 
 from store.claim_repository import ClaimRepository, ClaimTerms
 from store.db import Database
+from store.decision_repository import DecisionFields
 from store.migrate import upgrade
 from store.models import Action, ApprovalRequest, PendingSlot
 from store.repositories import ApprovalRepository, DecisionRepository
@@ -32,11 +33,9 @@ def _decide_and_claim(db: Database, action_id: str, *, owner: str) -> tuple[bool
         sent.clear()
         won = DecisionRepository(s).add_claiming(
             action,
-            reviewer_id="U0REL1",
-            team_id="T1",
-            type_="approve",
-            message=None,
-            attempt_key=None,
+            fields=DecisionFields(
+                reviewer_id="U0REL1", team_id="T1", type_="approve", message=None, attempt_key=None
+            ),
             outcome=ActionOutcome.APPROVED,
             claim=ClaimTerms.of(request.id, owner=owner, lease=LEASE),
             loaded=request,
