@@ -36,8 +36,9 @@ FLUSH_SECONDS = 1.0
 
 
 class TraceFilter(logging.Filter):
-    """Puts the bound ids on each record, and masks anything shaped like a Slack token. Runs
-    on the thread that logs: the ids are bound to its context."""
+    """Puts the bound ids on each record, merges its message with its arguments (once, and
+    now: they may change once the caller goes on), and masks anything shaped like a Slack
+    token. Runs on the thread that logs: the ids are bound to its context."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         for key, value in trace.current().items():
@@ -46,6 +47,8 @@ class TraceFilter(logging.Filter):
         message = record.getMessage()
         if SECRET.search(message):
             record.msg, record.args = SECRET.sub(r"\1-***", message), None
+        elif record.args:
+            record.msg, record.args = message, None
         return True
 
 
@@ -123,12 +126,12 @@ def _notice(lost: int, *, why: list[str]) -> logging.LogRecord:
 
 
 def _prepared(record: logging.LogRecord) -> logging.LogRecord:
-    """The record as it is now: its message merged with its arguments (they may change once
-    the caller goes on), its traceback as text; its other attributes (the bound ids, the
-    level, the time) kept. A dict message with no arguments stays a dict (JSON fields)."""
+    """The record as it is now: its traceback as text (its message is merged already, by
+    ``TraceFilter``); its other attributes (the bound ids, the level, the time) kept. A dict
+    message stays a dict (JSON fields)."""
     prepared = copy.copy(record)
-    if record.args or not isinstance(record.msg, dict):
-        prepared.msg, prepared.args = record.getMessage(), None
+    if not isinstance(record.msg, str | dict):  # an object: as it reads now
+        prepared.msg = str(record.msg)
     if record.exc_info:
         prepared.exc_text = record.exc_text or _PLAIN.formatException(record.exc_info)
     prepared.exc_info = None
