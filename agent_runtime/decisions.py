@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+from sqlalchemy.orm import Session
+
 from agent_runtime.action_roles import ActionRoles
 from agent_runtime.authorization import Actor, Refusal, check_decision
 from agent_runtime.claims import Claims
@@ -117,9 +119,10 @@ class DecisionRecorder:
         request's row lock is held meanwhile)."""
         members = self._memberships(action_id, actor=attempt.actor)
         with self.db.transaction() as s:
-            repos = ApprovalRepository(s)
             signing = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
-            request = repos.get_by_action(action_id, for_update=True, hold_switch=signing)
+            request = ApprovalRepository(s).get_by_action(
+                action_id, for_update=True, hold_switch=signing
+            )
             if request is not None and attempt.card is not None:
                 adopt_clicked_card(CardRepository(s), request, card=attempt.card)
             action = (
@@ -127,57 +130,84 @@ class DecisionRecorder:
             )
             if action is not None:
                 self.roles.remember(action.id, action.approver_roles)
-            redone = self._redone(request, action, attempt)
-            if redone is not None:
-                return redone
-            refusal = (
-                self._refusal(request, action, attempt, members=members)
-                if request is not None and action is not None
-                else Refusal.UNKNOWN_APPROVAL
-            )
-            if refusal is None and paused(s, attempt.decision, hold=True):
-                refusal = Refusal.EXECUTION_PAUSED
-            if refusal is not None:
-                audit_refusal(
-                    s, request, action, action_id=action_id, attempt=attempt, refusal=refusal
+            early = self._redone(request, action, attempt)
+            if early is None:
+                early = self._refused(
+                    s, request, action, action_id=action_id, attempt=attempt, members=members
                 )
-                current = approval_view(request) if request is not None else None
-                return DecisionResult(refusal=refusal, current=current)
+            if early is not None:
+                return early
             assert request is not None and action is not None
-            normalized = (
-                self.edits.normalized(action, attempt.edited_args)
-                if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
-                else None
+            return self._write(s, request, action, attempt=attempt, hold_run=hold_run)
+
+    def _refused(
+        self,
+        s: Session,
+        request: ApprovalRequest | None,
+        action: Action | None,
+        *,
+        action_id: str,
+        attempt: Attempt,
+        members: _KnownMembers,
+    ) -> DecisionResult | None:
+        """The refusal, audited, of a decision the policy, the version or the switch forbids."""
+        refusal = (
+            self._refusal(request, action, attempt, members=members)
+            if request is not None and action is not None
+            else Refusal.UNKNOWN_APPROVAL
+        )
+        if refusal is None and paused(s, attempt.decision, hold=True):
+            refusal = Refusal.EXECUTION_PAUSED
+        if refusal is None:
+            return None
+        audit_refusal(s, request, action, action_id=action_id, attempt=attempt, refusal=refusal)
+        current = approval_view(request) if request is not None else None
+        return DecisionResult(refusal=refusal, current=current)
+
+    def _write(
+        self,
+        s: Session,
+        request: ApprovalRequest,
+        action: Action,
+        *,
+        attempt: Attempt,
+        hold_run: Callable[[str], bool] | None,
+    ) -> DecisionResult:
+        """Write an authorized decision, with the claim when it completes the request."""
+        normalized = (
+            self.edits.normalized(action, attempt.edited_args)
+            if attempt.decision == DecisionType.EDIT and attempt.edited_args is not None
+            else None
+        )
+        planned = plan_decision(s, request, action, attempt, normalized_edit=normalized)
+        complete = planned.completes
+        # Before the claim is written: from the claim's commit to the resume, nobody may
+        # end or cancel the run (each holds its lock). Tried, never waited for. (The claim's
+        # lease counts from here: its renewals start with the resume, after the commit.)
+        run_held = complete and hold_run is not None and hold_run(request.run_id)
+        terms = self.claims.terms(request.id) if complete else None
+        claimed = write_decision(s, planned, claim=terms)
+        audit_decision(s, request, action, attempt, policy=self.policy)
+        if claimed:
+            AuditRepository(s).record(
+                "resume_claimed",
+                run_id=request.run_id,
+                request_id=request.id,
+                detail={"owner": self.claims.owner},
             )
-            planned = plan_decision(s, request, action, attempt, normalized_edit=normalized)
-            complete = planned.completes
-            # Before the claim is written: from the claim's commit to the resume, nobody may
-            # end or cancel the run (each holds its lock). Tried, never waited for. (The claim's
-            # lease counts from here: its renewals start with the resume, after the commit.)
-            run_held = complete and hold_run is not None and hold_run(request.run_id)
-            terms = self.claims.terms(request.id) if complete else None
-            claimed = write_decision(s, planned, claim=terms)
-            audit_decision(s, request, action, attempt, policy=self.policy)
-            if claimed:
-                AuditRepository(s).record(
-                    "resume_claimed",
-                    run_id=request.run_id,
-                    request_id=request.id,
-                    detail={"owner": self.claims.owner},
-                )
-            else:  # still pending (a lost claim cannot be: the request's row is held and
-                # was pending), one decision more: the card shows one fewer until drawn
-                CardRepository(s).forget_card(request.id, shows=RequestStatus.PENDING)
-            signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
-            progressed = (action.id,) if signed and action.outcome is None else ()
-            return DecisionResult(
-                refusal=None,
-                approval=approval_view(request),
-                completed=claimed,
-                progressed=progressed,
-                claimed=request if claimed else None,
-                run_held=run_held and claimed,
-            )
+        else:  # still pending (a lost claim cannot be: the request's row is held and
+            # was pending), one decision more: the card shows one fewer until drawn
+            CardRepository(s).forget_card(request.id, shows=RequestStatus.PENDING)
+        signed = attempt.decision in (DecisionType.APPROVE, DecisionType.EDIT)
+        progressed = (action.id,) if signed and action.outcome is None else ()
+        return DecisionResult(
+            refusal=None,
+            approval=approval_view(request),
+            completed=claimed,
+            progressed=progressed,
+            claimed=request if claimed else None,
+            run_held=run_held and claimed,
+        )
 
     @staticmethod
     def _redone(

@@ -251,23 +251,31 @@ class ApprovalEngine(FacadeReads):
             )
             if not result.run_held:
                 held.close()  # taken for a claim that did not happen: nothing to resume under it
-            current = result.current
-            if result.refusal is Refusal.POLICY_CHANGED and current is not None:
-                self._invalidate_for_policy(current)
-            if result.refusal in _REDRAWN and current is not None:
-                # e.g. a card drawn before versions were on buttons, or redrawn by a late update
-                self.announcer.show_card(current)
-            if result.approval is not None:
-                fault_point("after_decision")
-                if result.completed:
-                    self._resume_decided(result.approval, result, held=held)
-                    return result
-                self.announcer.show_card(result.approval)
-                if ping and result.progressed:
-                    self.ping_reviewers(
-                        result.approval.id, action_ids=result.progressed, after=actor.user_id
-                    )
+            self._after_record(result, actor=actor, held=held, ping=ping)
         return result
+
+    def _after_record(
+        self, result: DecisionResult, *, actor: Actor, held: ExitStack, ping: bool
+    ) -> None:
+        """Show what the decision left: a refused click's current card, the next sign-off's
+        card and ping, or the resume of a completed request."""
+        current = result.current
+        if result.refusal is Refusal.POLICY_CHANGED and current is not None:
+            self._invalidate_for_policy(current)
+        if result.refusal in _REDRAWN and current is not None:
+            # e.g. a card drawn before versions were on buttons, or redrawn by a late update
+            self.announcer.show_card(current)
+        if result.approval is None:
+            return
+        fault_point("after_decision")
+        if result.completed:
+            self._resume_decided(result.approval, result, held=held)
+            return
+        self.announcer.show_card(result.approval)
+        if ping and result.progressed:
+            self.ping_reviewers(
+                result.approval.id, action_ids=result.progressed, after=actor.user_id
+            )
 
     def _resume_decided(
         self, approval: ApprovalView, result: DecisionResult, *, held: ExitStack

@@ -33,7 +33,7 @@ from agent_runtime.gate import EffectGate
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.policy import Policy
 from agent_runtime.workflow_audit import workflow_audit
-from store.db import is_sqlite, sqlite_path
+from store.engines import is_sqlite, sqlite_path
 
 DEFAULT_AGENT = "agent_runtime.agents.change_request:build_agent"
 CHECKPOINT_SETUP_LOCK = 0x4348_4B50_5345_5450

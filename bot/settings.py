@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent_runtime.agent_entry import SHAPE as AGENT_SHAPE
 from agent_runtime.encryption import CheckpointKeyError, parse_key
 from agent_runtime.graph_runtime import DEFAULT_AGENT
-from store.db import DatabaseUrlError, sqlalchemy_url
+from store.engines import DatabaseUrlError, sqlalchemy_url
 
 SLACK_API_URL = "https://slack.com/api/"
 AUDIT_KEY_MIN_LENGTH = 32

@@ -20,7 +20,8 @@ from pathlib import Path
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
-from store.db import Database, sqlite_path
+from store.db import Database
+from store.engines import sqlite_path
 
 logger = logging.getLogger(__name__)
 LOCK_NOT_AVAILABLE = "55P03"

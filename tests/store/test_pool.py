@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from store import db as store_db
+from store import engines as store_engines
 from store.db import Database
 
 
@@ -45,7 +45,7 @@ def test_a_connection_handed_back_just_now_is_not_checked(database, monkeypatch)
 
 
 def test_an_idle_connection_the_server_closed_is_replaced_before_use(database, pg_url, monkeypatch):
-    monkeypatch.setattr(store_db, "IDLE_PING_SECONDS", 0.0)  # every pooled one counts as idle
+    monkeypatch.setattr(store_engines, "IDLE_PING_SECONDS", 0.0)  # every pooled one counts as idle
     first = _backend(database)
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (first,))

@@ -11,7 +11,8 @@ from sqlalchemy import func, inspect, select, text
 
 from store.audit_models import AuditEvent
 from store.claim_repository import ClaimRepository
-from store.db import Database, DatabaseUrlError, sqlalchemy_url
+from store.db import Database
+from store.engines import DatabaseUrlError, sqlalchemy_url
 from store.migrate import current_revision, head_revision, upgrade
 from store.models import Action, ApprovalRequest, Decision, Run, new_id, utcnow
 from store.repositories import (
