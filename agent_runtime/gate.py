@@ -131,7 +131,9 @@ class EffectGate:
         )
 
     def finish(self, grant: Grant, result: str) -> None:
-        with self.db.transaction() as s:
+        """One conditional update: on PostgreSQL it runs on its own, with no transaction
+        around it to begin and commit on the reviewer's wait."""
+        with self.db.single() as s:
             ExecutionRepository(s).finish(grant.action_id, result=result)
 
     def _grant(
@@ -149,10 +151,11 @@ class EffectGate:
             # approvals is spent any more, whatever is still open; a call that ran before the
             # end still gets its result back (what ran is told, never denied). A cancelled
             # run's approvals are not even replayed.
-            run_status = RunRepository(s).status(run_id, hold=True)
+            run_status = RunRepository(s).status(run_id, hold=True, hold_switch=True)
             cancelled = run_status == RunStatus.CANCELLED
             ended = run_status in FINISHED_RUN
-            # The same for the kill switch: a pause commits before this check or after it.
+            # The same for the kill switch: a pause commits before this check or after it (on
+            # PostgreSQL held by the run's statement, so this reads nothing).
             switch = SwitchRepository(s).state(hold=True)
             blocked = ended or switch.paused
             repo = ExecutionRepository(s)

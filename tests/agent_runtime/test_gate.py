@@ -369,6 +369,52 @@ def test_spending_an_approval_and_keeping_its_result_take_one_statement_each(
         env.db.dispose()
 
 
+def test_on_postgresql_an_approved_call_costs_one_transaction_and_one_autocommit_update(
+    tmp_path, migrated_pg_url
+):
+    """Each round trip of the gate is on the reviewer's wait for the result. The spend's
+    transaction holds the run's row and the kill switch in one statement (the order every
+    holder of both takes them in); the result is one conditional update, which needs no
+    transaction of its own around it."""
+    from sqlalchemy import event
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        approved_and_resuming(env, run_id)
+        sent: list[tuple[str, bool]] = []
+        begun: list[str] = []
+        event.listen(env.db.engine, "begin", lambda _conn: begun.append("BEGIN"))
+
+        def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
+            sent.append((statement, conn.connection.dbapi_connection.autocommit))
+
+        event.listen(env.db.engine, "before_cursor_execute", note)
+        result = env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: "sent",
+            tool_call_id="c1",
+        )
+        assert result == "sent"
+        in_transaction = [q for q, auto in sent if not auto]
+        on_their_own = [q for q, auto in sent if auto]
+        assert [q.split()[0] for q in on_their_own] == ["UPDATE"], sent
+        assert "action_executions" in on_their_own[0], sent
+        held = in_transaction[0]
+        assert "FROM runs" in held and "execution_switch" in held and "FOR SHARE" in held, sent
+        assert not any("execution_switch" in q for q in in_transaction[1:]), sent
+        # held, what this call spent before, the spendable, their requests' actions, the spend
+        assert len(in_transaction) == 5, in_transaction
+        with env.db.transaction() as s:
+            (execution,) = s.scalars(select(ActionExecution)).all()
+            assert (execution.tool_call_id, execution.result) == ("c1", "sent")
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
 @pytest.mark.parametrize("status", ["failed", "completed"])
 def test_a_run_that_has_ended_spends_no_approval(env, status):
     """A run whose thread was told it stopped (a failed resume) or finished runs no more

@@ -111,9 +111,20 @@ def test_while_paused_nothing_is_approved_but_a_reject_is_recorded(env):
     assert rejected.refusal is None
 
 
-def test_an_approval_given_before_the_pause_does_not_run_during_it(env):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def both(request, tmp_path):  # type: ignore[no-untyped-def]
+    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
+    env = make_env(tmp_path, url=url)
+    yield env
+    close_checkpointer(env.runtime.checkpointer)
+    env.db.dispose()
+
+
+def test_an_approval_given_before_the_pause_does_not_run_during_it(both):
     """Defense in depth: the gate checks the switch where the effect happens, whatever the
-    approval record says; the thread is told why."""
+    approval record says; the thread is told why (on PostgreSQL the switch comes with the
+    run's row, in one statement)."""
+    env = both
     switch, _told = switch_of(env)
     run_id, _action = paused_run(env)
     approved_and_resuming(env, run_id)
