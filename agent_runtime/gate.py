@@ -28,7 +28,7 @@ from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import action_hash
 from store.db import Database
 from store.executions import ExecutionRepository
-from store.models import Action
+from store.models import Action, ActionExecution
 from store.repositories import AuditRepository, RunRepository
 from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 from store.switch import SwitchRepository
@@ -160,10 +160,11 @@ class EffectGate:
             blocked = ended or switch.paused
             repo = ExecutionRepository(s)
             call = (run_id, tool_name, args, tool_call_id)
-            replay = None if cancelled else self._replay(repo, call, blocked=blocked)
+            found = repo.for_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+            replay = None if cancelled else self._replay(found.spent, call, blocked=blocked)
             if replay is not None:
                 return replay
-            candidates = [] if blocked else repo.spendable(run_id=run_id, tool_name=tool_name)
+            candidates = [] if blocked else found.spendable
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             drifted = [d for d in map(self._drift, current) if d is not None]
@@ -199,20 +200,22 @@ class EffectGate:
                 return Grant(action.id, _key(action), None), False
         if not named:
             return None, False
-        again = self._replay(repo, call, blocked=True)
+        # Read again: a spend this insert lost to had committed before it returned.
+        spent = repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+        again = self._replay(spent, call, blocked=True)
         if again is not None:
             return again, False
         ids = {a.id for a in named}
-        spent = repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
         return None, any(action.id in ids for action, _ in spent)
 
-    def _replay(self, repo: ExecutionRepository, call: _Call, *, blocked: bool) -> Grant | None:
-        """What this very call already spent: its result (a replay), or, for a call cut short
-        whose request is still being resumed, its spend again (unless ``blocked``)."""
-        run_id, tool_name, args, tool_call_id = call
-        for action, done in repo.of_call(
-            run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id
-        ):
+    def _replay(
+        self, spent: list[tuple[Action, ActionExecution]], call: _Call, *, blocked: bool
+    ) -> Grant | None:
+        """What this very call already spent (``spent``): its result (a replay), or, for a
+        call cut short whose request is still being resumed, its spend again (unless
+        ``blocked``)."""
+        _run_id, tool_name, args, _tool_call_id = call
+        for action, done in spent:
             if action.bound_hash != _hash(action, tool_name, args):
                 continue
             if done.result is not None:

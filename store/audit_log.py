@@ -27,6 +27,7 @@ from store.audit_models import AUDIT_SHARDS, AuditEvent, AuditHead
 from store.audit_rows import ids_problem, lock_head
 from store.audit_tip import ChainTip, held_tip, hold, write_tip
 from store.audit_verify import heads_problem, verify
+from store.clean import clean_json, clean_text
 from store.db import AUDIT_KEY_INFO, AUDIT_SEEN_INFO, HighWater, in_single_unit
 from store.models import utcnow
 
@@ -42,29 +43,6 @@ class Seal:
     events: int
     already: bool
     last_hash: str = ""
-
-
-def clean_text(value: str) -> str:
-    """Any Python string as one UTF-8 and PostgreSQL can store: lone surrogates and NUL become
-    U+FFFD, so the stored value is the hashed one and verifies (pairs are joined)."""
-    if "\x00" in value:
-        value = value.replace("\x00", "\ufffd")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
-
-
-def clean_json(value: Any) -> Any:
-    """``clean_text`` over every key and string of a JSON value."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_json(v) for v in value]
-    return value
 
 
 def _clean(value: str | None) -> str | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select, update
+from dataclasses import dataclass
+
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, contains_eager
 
@@ -15,20 +17,6 @@ RESUMING = RequestStatus.RESUMING
 
 # Built once (a gated tool sends them at every point of effect, on the click's path), with their
 # values as parameters.
-_SPENDABLE = (
-    select(Action)
-    .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-    .where(
-        ApprovalRequest.run_id == bindparam("run"),
-        ApprovalRequest.status == RESUMING,
-        Action.tool_name == bindparam("tool"),
-        Action.outcome.in_(SPENDABLE_OUTCOMES),
-    )
-    .order_by(ApprovalRequest.created_at, Action.position)
-    # The request comes in the same row; its actions (the gate checks their versions) in one
-    # more read (joined, a batch of N calls of one tool would come back as N * N rows).
-    .options(contains_eager(Action.request).selectinload(ApprovalRequest.actions))
-)
 _OF_CALL = (
     select(Action, ActionExecution)
     .join(ActionExecution, ActionExecution.action_id == Action.id)
@@ -40,6 +28,26 @@ _OF_CALL = (
     )
     .options(contains_eager(Action.request))
 )
+_FOR_CALL = (
+    select(Action, ActionExecution)
+    .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
+    .outerjoin(ActionExecution, ActionExecution.action_id == Action.id)
+    .where(
+        ApprovalRequest.run_id == bindparam("run"),
+        Action.tool_name == bindparam("tool"),
+        or_(
+            and_(ApprovalRequest.status == RESUMING, Action.outcome.in_(SPENDABLE_OUTCOMES)),
+            ActionExecution.tool_call_id == bindparam("call"),
+        ),
+    )
+    .order_by(ApprovalRequest.created_at, Action.position)
+    # The request comes in the same row; its actions (the gate checks their versions) in one
+    # more read (joined, a batch of N calls of one tool would come back as N * N rows).
+    .options(contains_eager(Action.request).selectinload(ApprovalRequest.actions))
+)
+"""A call's first look, in one read: what this very call spent before (as ``_OF_CALL``), and
+the approved actions of this run and tool whose request is being resumed right now, oldest
+position first (only a resume may spend an approval)."""
 _START = {
     dialect: insert(ActionExecution)
     .values(
@@ -60,16 +68,33 @@ _FINISH = (
 )
 
 
+@dataclass(frozen=True)
+class CallRecords:
+    """What a gated call finds in one read: what this very call spent before (as
+    ``of_call`` reads it), and the approvals it may spend."""
+
+    spent: list[tuple[Action, ActionExecution]]
+    spendable: list[Action]
+
+
 class ExecutionRepository:
     """Takes a session, never commits: the gate owns the transaction."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def spendable(self, *, run_id: str, tool_name: str) -> list[Action]:
-        """Approved actions of this run and tool whose request is being resumed right now,
-        oldest position first. Only a resume may spend an approval."""
-        return list(self.session.scalars(_SPENDABLE, {"run": run_id, "tool": tool_name}))
+    def for_call(self, *, run_id: str, tool_name: str, tool_call_id: str) -> CallRecords:
+        """What a call finds at its first look (``_FOR_CALL``)."""
+        values = {"run": run_id, "tool": tool_name, "call": tool_call_id}
+        rows = self.session.execute(_FOR_CALL, values).all()
+        return CallRecords(
+            spent=[(a, e) for a, e in rows if e is not None and e.tool_call_id == tool_call_id],
+            spendable=[
+                a
+                for a, _e in rows
+                if a.request.status == RESUMING and a.outcome in SPENDABLE_OUTCOMES
+            ],
+        )
 
     def of_call(
         self, *, run_id: str, tool_name: str, tool_call_id: str
@@ -99,6 +124,8 @@ class ExecutionRepository:
         )
 
     def finish(self, action_id: str, *, result: str) -> None:
-        """Keep the effect's result, once: the first result kept stands."""
+        """Keep the effect's result, once: the first result kept stands (cleaned as its
+        column writes it: one refused would leave the effect looking cut short, and a replay
+        of its call would run it again)."""
         values = {"done": action_id, "result": result, "at": utcnow()}
         self.session.connection().execute(_FINISH, values)

@@ -7,9 +7,10 @@ import datetime as dt
 import enum
 from typing import Any
 
-from sqlalchemy import JSON, Index, Integer, String, Text
+from sqlalchemy import JSON, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
+from store.clean import CleanText
 from store.models import Base, utcnow
 
 
@@ -48,4 +49,4 @@ class InboxItem(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column()
-    last_error: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(CleanText)

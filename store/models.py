@@ -13,9 +13,10 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from store.clean import CleanText
 from store.statuses import RequestStatus, RunStatus
 
 
@@ -59,9 +60,9 @@ class Run(Base):
     requester_id: Mapped[str] = mapped_column(String(32))
     channel_id: Mapped[str] = mapped_column(String(32))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
-    request_text: Mapped[str] = mapped_column(Text)
+    request_text: Mapped[str] = mapped_column(CleanText)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.RUNNING)
-    result_text: Mapped[str | None] = mapped_column(Text)
+    result_text: Mapped[str | None] = mapped_column(CleanText)
     result_posted: Mapped[bool] = mapped_column(default=False)
     cancelled_by: Mapped[str | None] = mapped_column(String(32))
     """Who cancelled the run (a Slack user id), when it was cancelled."""
@@ -102,7 +103,7 @@ class ApprovalRequest(Base):
     card_ts: Mapped[str | None] = mapped_column(String(32))
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     claim_expires_at: Mapped[dt.datetime | None] = mapped_column()
-    outcome: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(CleanText)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     resolved_at: Mapped[dt.datetime | None] = mapped_column()
     remind_at: Mapped[dt.datetime | None] = mapped_column()
@@ -132,7 +133,7 @@ class Action(Base):
     position: Mapped[int] = mapped_column(Integer)
     tool_name: Mapped[str] = mapped_column(String(255))
     args: Mapped[dict[str, Any]] = mapped_column(JSON)
-    description: Mapped[str] = mapped_column(Text, default="")
+    description: Mapped[str] = mapped_column(CleanText, default="")
     allowed_decisions: Mapped[list[Any]] = mapped_column(JSON)
     approver_roles: Mapped[list[Any]] = mapped_column(JSON)
     approvals_required: Mapped[int] = mapped_column(Integer, default=1)
@@ -190,7 +191,7 @@ class Decision(Base):
     reviewer_id: Mapped[str] = mapped_column(String(32))
     team_id: Mapped[str | None] = mapped_column(String(32))
     type: Mapped[str] = mapped_column(String(16))
-    message: Mapped[str | None] = mapped_column(Text)
+    message: Mapped[str | None] = mapped_column(CleanText)
     action_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     attempt_key: Mapped[str | None] = mapped_column(String(64), index=True)
@@ -211,6 +212,6 @@ class ActionExecution(Base):
     idempotency_key: Mapped[str] = mapped_column(String(255), unique=True)
     tool_call_id: Mapped[str | None] = mapped_column(String(128))
     tool: Mapped[str] = mapped_column(String(255))
-    result: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[str | None] = mapped_column(CleanText)
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column()

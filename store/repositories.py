@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
 from store import pending_slots
-from store.audit_log import AuditRepository, clean_text
+from store.audit_log import AuditRepository
 from store.card_repository import CardRepository
+from store.clean import clean_text
 from store.db import affected
 from store.decision_repository import DecisionRepository
 from store.models import Action, ApprovalRequest, utcnow

@@ -7,7 +7,7 @@ from dataclasses import fields
 from sqlalchemy import ColumnElement, Update, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from store.audit_log import clean_text
+from store.clean import clean_text
 from store.db import affected
 from store.models import Run, utcnow
 from store.pending_reads import RunRecord

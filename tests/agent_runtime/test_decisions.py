@@ -22,7 +22,7 @@ from agent_runtime.notifier import MessageRef
 from store.locks import ThreadLocks
 from store.repositories import ApprovalRepository, DecisionRepository
 from store.statuses import RequestStatus
-from tests.agent_runtime.engine_env import REVIEWER, Env, make_env, paused_run
+from tests.agent_runtime.engine_env import REVIEWER, Env, decide, make_env, paused_run
 from tests.held import held_by_another_thread
 from tests.wire import watching
 
@@ -429,3 +429,20 @@ def test_a_completing_decision_takes_five_statements_on_postgresql(
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_reason_the_store_cannot_keep_as_typed_is_kept_cleaned_not_refused(
+    world: tuple[Env, list[str]],
+) -> None:
+    """A reviewer's reason is anything Slack delivers: one PostgreSQL refuses as text (a NUL)
+    is kept with U+FFFD in its place, and the decision stands."""
+    env, _log = world
+    _run, action_id = paused_run(env)
+    rejected = decide(
+        env, action_id=action_id, actor=REVIEWER, decision="reject", message="no\x00way"
+    )
+    assert rejected.refusal is None and rejected.completed
+    with env.db.transaction() as s:
+        request = ApprovalRepository(s).get_by_action(action_id)
+        assert request is not None
+        assert [d.message for d in request.actions[0].decisions] == ["no\ufffdway"]

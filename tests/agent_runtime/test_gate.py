@@ -17,9 +17,11 @@ from agent_runtime.call_identity import server_thread_id
 from agent_runtime.catalog import ToolCatalog
 from agent_runtime.gate import EffectGate, GateRefused
 from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.kill_switch import KillSwitch
+from agent_runtime.notifier import NullNotifier
 from agent_runtime.protect import gate_tool
 from agent_runtime.wire import action_hash
-from store.models import Action, ActionExecution, ApprovalRequest, Run
+from store.models import Action, ActionExecution, ApprovalRequest, Run, utcnow
 from tests.agent_runtime.custom_graphs import TICKET_SCHEMA
 from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, decide, make_env, paused_run
 from tests.agent_runtime.gate_helpers import (
@@ -226,6 +228,50 @@ def test_a_failed_effect_spends_its_approval_and_a_replay_does_not_run_it_again(
     assert replay == "Failed: ConnectionError: mail server down" and len(attempts) == 1
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def on_both(request, tmp_path):  # type: ignore[no-untyped-def]
+    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
+    env = make_env(tmp_path, url=url)
+    yield env
+    close_checkpointer(env.runtime.checkpointer)
+    env.db.dispose()
+
+
+def test_a_result_the_store_cannot_keep_as_given_is_kept_cleaned_and_never_run_again(on_both):
+    """An effect ran: its result must be kept, whatever it holds (PostgreSQL refuses a NUL in
+    text), or a replay of the call would take it for one cut short and run it again."""
+    env = on_both
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    attempts: list[int] = []
+
+    def effect() -> str:
+        attempts.append(1)
+        return "sent\x00id=7"
+
+    kwargs = {"tool_name": "send_external_message", "args": SEND_ARGS, "tool_call_id": "c1"}
+    assert env.gate.run(config(run_id), effect=effect, **kwargs) == "sent\x00id=7"
+    replay = env.gate.run(config(run_id), effect=effect, **kwargs)
+    assert replay == "sent\ufffdid=7" and len(attempts) == 1
+
+
+def test_a_call_in_a_run_the_store_does_not_know_still_reads_the_switch(on_both):
+    """No run's row to hold the switch's with: it is read on its own, and a pause is told."""
+    env = on_both
+    switch = KillSwitch(
+        db=env.db,
+        policy=env.policy,
+        notifier=NullNotifier(),
+        usergroup_members=lambda _group: frozenset(),
+        clock=utcnow,
+    )
+    switch.pause("operator", reason="incident 9")
+    with pytest.raises(GateRefused, match="incident 9"):
+        env.gate.run(
+            config("no-such-run"), tool_name="send_external_message", args=SEND_ARGS, effect=str
+        )
+
+
 def test_calls_without_a_call_id_are_never_taken_for_one_another(env):
     run_id, _action = paused_run(env)
     approved_and_resuming(env, run_id)
@@ -358,7 +404,7 @@ def test_spending_an_approval_and_keeping_its_result_take_one_statement_each(
         assert sent.count("BEGIN") == 2, sent  # the spend, then the result
         assert not [q for q in sent if "SAVEPOINT" in q], sent
         touching = [q.split()[0] for q in sent if "action_executions" in q.split("WHERE")[0]]
-        # what this call spent before (none), the spend, the result
+        # the first look (what this call spent before: none), the spend, the result
         assert touching == ["SELECT", "INSERT", "UPDATE"], sent
         assert len([q for q in sent if not q.startswith("BEGIN")]) <= 7, sent
         with env.db.transaction() as s:
@@ -383,8 +429,6 @@ def test_on_postgresql_an_approved_call_costs_one_transaction_and_one_autocommit
         run_id, _action = paused_run(env)
         approved_and_resuming(env, run_id)
         sent: list[tuple[str, bool]] = []
-        begun: list[str] = []
-        event.listen(env.db.engine, "begin", lambda _conn: begun.append("BEGIN"))
 
         def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
             sent.append((statement, conn.connection.dbapi_connection.autocommit))
@@ -402,14 +446,36 @@ def test_on_postgresql_an_approved_call_costs_one_transaction_and_one_autocommit
         on_their_own = [q for q, auto in sent if auto]
         assert [q.split()[0] for q in on_their_own] == ["UPDATE"], sent
         assert "action_executions" in on_their_own[0], sent
-        held = in_transaction[0]
-        assert "FROM runs" in held and "execution_switch" in held and "FOR SHARE" in held, sent
+        run_part, _, switch_part = in_transaction[0].partition("execution_switch")
+        assert "FROM runs" in run_part and "FOR SHARE" in run_part, sent
+        assert "FOR SHARE" in switch_part, sent
         assert not any("execution_switch" in q for q in in_transaction[1:]), sent
-        # held, what this call spent before, the spendable, their requests' actions, the spend
-        assert len(in_transaction) == 5, in_transaction
+        # held; what this call spent before with what it may spend; their requests' actions;
+        # the spend
+        assert len(in_transaction) == 4, in_transaction
         with env.db.transaction() as s:
             (execution,) = s.scalars(select(ActionExecution)).all()
             assert (execution.tool_call_id, execution.result) == ("c1", "sent")
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_on_postgresql_a_store_without_the_switch_row_runs_approved_calls(
+    tmp_path, migrated_pg_url
+):
+    from sqlalchemy import text
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        approved_and_resuming(env, run_id)
+        with env.db.engine.begin() as conn:
+            conn.execute(text("DELETE FROM execution_switch"))
+        result = env.gate.run(
+            config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=lambda: "ok"
+        )
+        assert result == "ok"
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()

@@ -80,6 +80,15 @@ def test_a_result_with_a_nul_character_is_kept_as_the_store_can_hold_it(env: Env
     assert [r.result_text for r in env.notes.finished] == [run.result_text]
 
 
+def test_a_request_with_a_nul_character_starts_its_run_with_it_cleaned(env: Env) -> None:
+    """A slash command's text is anything Slack delivers: a run is started, never refused by
+    the store, with U+FFFD where PostgreSQL cannot hold a character."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text="publish \x00 notes")
+    with env.db.transaction() as s:
+        stored = RunRepository(s).get(run.id)
+        assert stored is not None and stored.request_text == "publish \ufffd notes"
+
+
 def _in_one_transaction(sent: list[str], first: str, then: str) -> list[str]:
     """The statements from the last one holding ``first`` to the next starting with ``then``
     (which must come after it)."""
