@@ -4,6 +4,7 @@ they are hashed (so the stored value is the hashed one)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import Text, TypeDecorator
@@ -30,6 +31,15 @@ def clean_json(value: Any) -> Any:
     if isinstance(value, list):
         return [clean_json(v) for v in value]
     return value
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text PostgreSQL's JSON functions take (they refuse the escapes of a
+    NUL and of a lone surrogate): serialized once, and cleaned first only if it needs it."""
+    text = json.dumps(value)
+    if "\\u0000" in text or "\\ud" in text:  # a pair (an emoji) is kept as it is
+        text = json.dumps(clean_json(value))
+    return text
 
 
 class CleanText(TypeDecorator[str]):

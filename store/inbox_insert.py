@@ -4,13 +4,13 @@ compiled once, whatever the batch (and on PostgreSQL the NOTIFY that wakes worke
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, insert, text
 from sqlalchemy.orm import Session
 
+from store.clean import clean_json, json_text
 from store.inbox_models import InboxItem, InboxKind, InboxStatus
 
 INBOX_CHANNEL = "approval_inbox"
@@ -75,7 +75,7 @@ def insert_items(
     rows = [
         {
             "kind": kind,
-            "payload": payload,
+            "payload": clean_json(payload),
             "status": InboxStatus.CLAIMED if n < count else InboxStatus.QUEUED,
             "claimed_by": held.owner if held is not None and n < count else None,
             "lease_until": held.until if held is not None and n < count else None,
@@ -107,7 +107,7 @@ def _add_and_notify(
     Ids follow the order the rows are inserted in (each draws from the sequence in turn),
     which is the order given: sorting them gives that order."""
     params = {
-        "items": json.dumps([{"kind": kind, "payload": payload} for kind, payload in items]),
+        "items": json_text([{"kind": kind, "payload": payload} for kind, payload in items]),
         "held": count,
         "owner": held.owner if held is not None else None,
         "until": held.until if held is not None else None,

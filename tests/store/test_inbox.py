@@ -270,3 +270,23 @@ def test_items_handed_back_are_queued_as_if_never_claimed(db: Database) -> None:
     with db.transaction() as s:
         item = InboxRepository(s).get(ids[0])
         assert item is not None and item.attempts == 1
+
+
+def test_a_payload_with_text_the_store_cannot_hold_is_stored_cleaned_with_its_batch(
+    db: Database,
+) -> None:
+    """Anything a signed request carries is stored: a NUL or a lone surrogate (which
+    PostgreSQL's JSON functions refuse) becomes U+FFFD, and the items stored with it in one
+    statement are stored too."""
+    hostile = {"view": {"reason": "keep\x00it", "\x00key": ["a\x00", "\ud800b", "ok \U0001f600"]}}
+    with db.single() as s:
+        first, second = InboxRepository(s).add_many(
+            [(InboxKind.DECIDE, hostile), (InboxKind.APPROVE, {"n": 1})]
+        )
+    with db.transaction() as s:
+        repo = InboxRepository(s)
+        got_first, got_second = repo.get(first), repo.get(second)
+        assert got_first is not None and got_second is not None
+        kept = ["a\ufffd", "\ufffdb", "ok \U0001f600"]  # a lone surrogate too; an emoji as it is
+        assert got_first.payload == {"view": {"reason": "keep\ufffdit", "\ufffdkey": kept}}
+        assert got_second.payload == {"n": 1}
