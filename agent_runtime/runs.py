@@ -32,6 +32,7 @@ from agent_runtime.wire import (
     subagent_of,
     tool_call_ids,
 )
+from store.clean import clean_text
 from store.db import Database
 from store.models import Action, ApprovalRequest, Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
@@ -85,7 +86,7 @@ class RunLifecycle:
             enterprise_id=actor.enterprise_id,
             requester_id=actor.user_id,
             channel_id=channel_id,
-            request_text=text,
+            request_text=clean_text(text),  # what is shown is what is kept
             status=RunStatus.RUNNING,
             created_at=now,
             updated_at=now,

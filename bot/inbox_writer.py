@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.handoff import Claimed, Handoff, Reservation
+from store.clean import storable
 from store.db import Database
 from store.inbox import Held, InboxRepository
 from store.inbox_models import InboxKind
@@ -79,8 +80,9 @@ class InboxWriter:
         self._thread.start()
 
     def write(self, kind: InboxKind, payload: dict[str, Any]) -> bool:
-        """Store one item; ``True`` once it is committed, ``False`` if it was not stored."""
-        item = _Item(kind, payload)
+        """Store one item; ``True`` once it is committed, ``False`` if it was not stored.
+        Stored, and handed over, cleaned as the store keeps text (``storable``)."""
+        item = _Item(kind, storable(payload))
         self._queue.put(item)
         with item.settled:
             item.settled.wait_for(lambda: item.state is not _State.QUEUED, timeout=self.wait)

@@ -35,11 +35,22 @@ def clean_json(value: Any) -> Any:
 
 def json_text(value: Any) -> str:
     """``value`` as JSON text PostgreSQL's JSON functions take (they refuse the escapes of a
-    NUL and of a lone surrogate): serialized once, and cleaned first only if it needs it."""
+    NUL and of a lone surrogate): serialized once, and cleaned first only if it may need it."""
     text = json.dumps(value)
-    if "\\u0000" in text or "\\ud" in text:  # a pair (an emoji) is kept as it is
-        text = json.dumps(clean_json(value))
-    return text
+    return json.dumps(clean_json(value)) if _suspect(text) else text
+
+
+def storable(value: Any) -> Any:
+    """``value`` as ``json_text`` stores it: the same object if nothing needed cleaning, for
+    whoever works on it in memory to see what was stored."""
+    return clean_json(value) if _suspect(json.dumps(value)) else value
+
+
+def _suspect(text: str) -> bool:
+    """JSON text (``json.dumps``: ASCII, lowercase escapes) that may hold a NUL or a lone
+    surrogate. An emoji's surrogate pair matches too, and comes out of ``clean_json`` as it
+    went in."""
+    return "\\u0000" in text or "\\ud" in text
 
 
 class CleanText(TypeDecorator[str]):

@@ -8,6 +8,7 @@ import datetime as dt
 from sqlalchemy import Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from store.clean import CleanText
 from store.models import Base
 
 
@@ -26,6 +27,6 @@ class ExecutionSwitch(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     paused: Mapped[bool] = mapped_column(default=False)
-    reason: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(CleanText)
     changed_by: Mapped[str | None] = mapped_column(String(64))
     changed_at: Mapped[dt.datetime | None] = mapped_column()

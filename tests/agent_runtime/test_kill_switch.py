@@ -325,3 +325,11 @@ def test_only_a_decision_that_would_approve_holds_the_switch(migrated_pg_url, tm
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_pause_whose_reason_the_store_cannot_hold_as_typed_still_pauses(both):
+    """The emergency stop must never fail on what an operator typed (PostgreSQL refuses a NUL
+    in text): the reason is kept cleaned."""
+    switch, _told = switch_of(both)
+    assert switch.pause(ADMIN, reason="incident\x00 7").outcome is SwitchOutcome.PAUSED
+    assert switch.state().reason == "incident\ufffd 7"

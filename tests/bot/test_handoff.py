@@ -71,6 +71,22 @@ def test_an_idle_worker_is_handed_the_item_stored_claimed_for_it_in_one_statemen
     assert handoff.take() is None
 
 
+def test_a_worker_handed_a_click_works_on_what_was_stored_not_what_came(db):
+    """Text the store cannot hold as given is stored cleaned: the worker handed the click in
+    memory gets that same cleaned copy, as one that claims it later would."""
+    handoff = Handoff()
+    handoff.open(owner="here", lease=LEASE)
+    writer = InboxWriter(db, handoff=handoff)
+    with handoff.idle():
+        assert writer.write(InboxKind.DECIDE, {"reason": "keep\x00it", "note": "fine \U0001f600"})
+    writer.close()
+    taken = handoff.take()
+    assert taken is not None
+    with db.transaction() as s:
+        (stored,) = s.scalars(select(InboxItem.payload)).all()
+    assert taken.item.payload == stored == {"reason": "keep\ufffdit", "note": "fine \U0001f600"}
+
+
 def test_nothing_is_handed_over_without_an_idle_worker_or_an_open_pool(db):
     handoff = Handoff()
     writer = InboxWriter(db, handoff=handoff)
