@@ -26,7 +26,7 @@ from typing import Any
 from bot.handoff import Claimed, Handoff, Reservation
 from store.clean import storable
 from store.db import Database
-from store.inbox import Held, InboxRepository
+from store.inbox import Held, InboxRepository, refused_for_content
 from store.inbox_models import InboxKind
 from store.models import utcnow
 
@@ -140,13 +140,19 @@ class InboxWriter:
                     held=held,
                     now=now,
                 )
-        except Exception:
-            logger.exception("could not store %d inbox item(s)", len(batch))
+        except Exception as exc:
             if reservation is not None:
                 assert self.handoff is not None
                 self.handoff.cancel(reservation)
-            for item in batch:
-                item.settle(_State.FAILED)
+            # One item the store refuses must not fail the others; a database that is down
+            # is not asked once per item.
+            if len(batch) > 1 and refused_for_content(exc):
+                logger.warning("could not store %d inbox items together; one at a time", len(batch))
+                for item in batch:
+                    self._store([item])
+                return
+            logger.exception("could not store an inbox item")
+            batch[0].settle(_State.FAILED)
             return
         undelivered = self._hand_over(reservation, batch, ids, now=now)
         for item in batch:

@@ -16,11 +16,17 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
 from store.db import affected
-from store.inbox_insert import INBOX_CHANNEL, Held, insert_items, notified_by
+from store.inbox_insert import (
+    INBOX_CHANNEL,
+    Held,
+    insert_items,
+    notified_by,
+    refused_for_content,
+)
 from store.inbox_models import InboxItem, InboxKind, InboxStatus
 from store.models import utcnow
 
-__all__ = ["INBOX_CHANNEL", "Held", "InboxRepository", "notified_by"]
+__all__ = ["INBOX_CHANNEL", "Held", "InboxRepository", "notified_by", "refused_for_content"]
 
 
 def _queued() -> ColumnElement[bool]:

@@ -88,6 +88,57 @@ def test_a_failed_transaction_fails_each_of_its_items(db, monkeypatch):
     assert stored(db) == 0
 
 
+def test_an_item_the_store_refuses_fails_alone_not_the_clicks_stored_with_it(db, monkeypatch):
+    """Under a burst clicks share a statement: one the store refuses (whatever it holds) is
+    answered busy on its own; the others are stored one at a time and acked."""
+    add_many = InboxRepository.add_many
+
+    def refusing(repo: InboxRepository, items: list, **kwargs: str) -> list[int]:  # type: ignore[type-arg]
+        if any(payload.get("poison") for _kind, payload in items):
+            raise ValueError("refused by the store")
+        return add_many(repo, items, **kwargs)
+
+    monkeypatch.setattr(InboxRepository, "add_many", refusing)
+    stall = Stalled(monkeypatch)  # around the refusal: it sees every batch tried
+    writer = InboxWriter(db)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(writer.write, InboxKind.DECIDE, {"n": 0})
+        assert stall.entered.wait(timeout=30)
+        rest = [
+            pool.submit(writer.write, InboxKind.DECIDE, payload)
+            for payload in ({"n": 1}, {"poison": True}, {"n": 2})
+        ]
+        while writer.waiting() < 3:  # all three queued behind the open transaction
+            threading.Event().wait(0.01)
+        stall.release.set()
+        answers = [f.result() for f in (first, *rest)]
+    writer.close()
+    assert stall.sizes[:2] == [1, 3], "the three queued clicks were tried together first"
+    assert answers == [True, True, False, True]
+    assert stored(db) == 3
+
+
+def test_a_database_that_is_down_is_not_asked_once_per_click(db, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    def down(repo: InboxRepository, items: list, **kwargs: str) -> list[int]:  # type: ignore[type-arg]
+        raise OperationalError("INSERT", {}, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(InboxRepository, "add_many", down)
+    stall = Stalled(monkeypatch)
+    writer = InboxWriter(db)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(writer.write, InboxKind.DECIDE, {"n": 0})
+        assert stall.entered.wait(timeout=30)
+        rest = [pool.submit(writer.write, InboxKind.DECIDE, {"n": n}) for n in (1, 2, 3)]
+        while writer.waiting() < 3:
+            threading.Event().wait(0.01)
+        stall.release.set()
+        answers = [f.result() for f in (first, *rest)]
+    writer.close()
+    assert answers == [False] * 4 and stall.sizes == [1, 3]
+
+
 def test_on_postgresql_a_click_is_stored_in_one_round_trip(migrated_pg_url):
     """The write on every click's path before its ack: one statement, its own transaction,
     with no BEGIN and COMMIT round trips around it."""
