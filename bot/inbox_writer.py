@@ -82,7 +82,11 @@ class InboxWriter:
     def write(self, kind: InboxKind, payload: dict[str, Any]) -> bool:
         """Store one item; ``True`` once it is committed, ``False`` if it was not stored.
         Stored, and handed over, cleaned as the store keeps text (``storable``)."""
-        item = _Item(kind, storable(payload))
+        try:
+            item = _Item(kind, storable(payload))
+        except (TypeError, ValueError, RecursionError):  # not JSON: the store cannot take it
+            logger.exception("an inbox item is not JSON; answering busy")
+            return False
         self._queue.put(item)
         with item.settled:
             item.settled.wait_for(lambda: item.state is not _State.QUEUED, timeout=self.wait)
@@ -146,19 +150,26 @@ class InboxWriter:
                 self.handoff.cancel(reservation)
             # One item the store refuses must not fail the others; a database that is down
             # is not asked once per item.
-            if len(batch) > 1 and refused_for_content(exc):
-                logger.warning("could not store %d inbox items together; one at a time", len(batch))
+            alone = len(batch) > 1 and refused_for_content(exc)
+            if not alone:
+                logger.exception("could not store %d inbox item(s)", len(batch))
                 for item in batch:
-                    self._store([item])
+                    item.settle(_State.FAILED)
                 return
-            logger.exception("could not store an inbox item")
-            batch[0].settle(_State.FAILED)
+            logger.warning(
+                "the store refused %d inbox items stored together (%s); storing them one at a time",
+                len(batch),
+                type(exc).__name__,
+            )
+        else:
+            undelivered = self._hand_over(reservation, batch, ids, now=now)
+            for item in batch:
+                item.settle(_State.STORED)
+            if undelivered:
+                self._queue_again(undelivered, owner=reservation.owner if reservation else "")
             return
-        undelivered = self._hand_over(reservation, batch, ids, now=now)
-        for item in batch:
-            item.settle(_State.STORED)
-        if undelivered:
-            self._queue_again(undelivered, owner=reservation.owner if reservation else "")
+        for item in batch:  # out of the handler: a failure alone does not log the batch's
+            self._store([item])
 
     def _hand_over(
         self,

@@ -28,7 +28,7 @@ def clean_json(value: Any) -> Any:
         return clean_text(value)
     if isinstance(value, dict):
         return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):  # a tuple is written as a list
         return [clean_json(v) for v in value]
     return value
 

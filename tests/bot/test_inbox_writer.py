@@ -118,8 +118,14 @@ def test_an_item_the_store_refuses_fails_alone_not_the_clicks_stored_with_it(db,
     assert stored(db) == 3
 
 
-def test_a_database_that_is_down_is_not_asked_once_per_click(db, monkeypatch):
+def test_a_database_that_is_down_is_not_asked_once_per_click(db, monkeypatch, caplog):
+    """Every click of the batch is answered at once (none waits out the commit's limit), and
+    the database is asked once for all of them."""
     from sqlalchemy.exc import OperationalError
+
+    import bot.inbox_writer
+
+    monkeypatch.setattr(bot.inbox_writer, "COMMIT_SECONDS", 1.0)
 
     def down(repo: InboxRepository, items: list, **kwargs: str) -> list[int]:  # type: ignore[type-arg]
         raise OperationalError("INSERT", {}, ConnectionRefusedError("connection refused"))
@@ -137,6 +143,14 @@ def test_a_database_that_is_down_is_not_asked_once_per_click(db, monkeypatch):
         answers = [f.result() for f in (first, *rest)]
     writer.close()
     assert answers == [False] * 4 and stall.sizes == [1, 3]
+    assert "outlasted" not in caplog.text, "a click of the batch was left without its answer"
+
+
+def test_a_payload_that_is_not_json_is_answered_busy_not_raised(db):
+    writer = InboxWriter(db)
+    assert writer.write(InboxKind.DECIDE, {"at": object()}) is False
+    writer.close()
+    assert stored(db) == 0
 
 
 def test_on_postgresql_a_click_is_stored_in_one_round_trip(migrated_pg_url):

@@ -278,7 +278,10 @@ def test_a_payload_with_text_the_store_cannot_hold_is_stored_cleaned_with_its_ba
     """Anything a signed request carries is stored: a NUL or a lone surrogate (which
     PostgreSQL's JSON functions refuse) becomes U+FFFD, and the items stored with it in one
     statement are stored too."""
-    hostile = {"view": {"reason": "keep\x00it", "\x00key": ["a\x00", "\ud800b", "ok \U0001f600"]}}
+    hostile = {
+        "view": {"reason": "keep\x00it", "\x00key": ["a\x00", "\ud800b", "ok \U0001f600"]},
+        "pair": ("x\x00",),  # a tuple goes as a list
+    }
     with db.single() as s:
         first, second = InboxRepository(s).add_many(
             [(InboxKind.DECIDE, hostile), (InboxKind.APPROVE, {"n": 1})]
@@ -288,5 +291,8 @@ def test_a_payload_with_text_the_store_cannot_hold_is_stored_cleaned_with_its_ba
         got_first, got_second = repo.get(first), repo.get(second)
         assert got_first is not None and got_second is not None
         kept = ["a\ufffd", "\ufffdb", "ok \U0001f600"]  # a lone surrogate too; an emoji as it is
-        assert got_first.payload == {"view": {"reason": "keep\ufffdit", "\ufffdkey": kept}}
+        assert got_first.payload == {
+            "view": {"reason": "keep\ufffdit", "\ufffdkey": kept},
+            "pair": ["x\ufffd"],
+        }
         assert got_second.payload == {"n": 1}
