@@ -4,9 +4,12 @@ the call from its tool-call id or its node's task."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+from store.models import CALL_ID_LENGTH
 
 RUN_CONFIG_KEY = "approval_run_id"
 """Where a run on LangGraph Server finds the bot's run id: the server names its threads with
@@ -42,4 +45,10 @@ def call_id_of(config: Mapping[str, Any] | None, tool_call_id: str | None) -> st
     if tool_call_id:
         return tool_call_id
     task = ((config or {}).get("metadata") or {}).get("langgraph_checkpoint_ns")
-    return f"task:{task}" if task else f"once:{uuid.uuid4().hex}"
+    if not task:
+        return f"once:{uuid.uuid4().hex}"
+    named = f"task:{task}"
+    if len(named) <= CALL_ID_LENGTH:
+        return named
+    # Nested subgraphs make long namespaces: past what the store keeps, the digest names it.
+    return f"task-sha256:{hashlib.sha256(str(task).encode()).hexdigest()}"

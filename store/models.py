@@ -19,6 +19,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from store.clean import CleanText
 from store.statuses import RequestStatus, RunStatus
 
+CALL_ID_LENGTH = 128
+"""What the store keeps of a tool call's id (an action's, and its execution's)."""
+
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -141,7 +144,7 @@ class Action(Base):
     risk: Mapped[str] = mapped_column(String(16), default="medium")
     action_hash: Mapped[str] = mapped_column(String(64))
     operation_id: Mapped[str] = mapped_column(String(64))
-    tool_call_id: Mapped[str | None] = mapped_column(String(128))
+    tool_call_id: Mapped[str | None] = mapped_column(String(CALL_ID_LENGTH))
     outcome: Mapped[str | None] = mapped_column(String(16))
     exempt: Mapped[bool] = mapped_column(default=False)
     edited_args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -210,7 +213,7 @@ class ActionExecution(Base):
 
     action_id: Mapped[str] = mapped_column(ForeignKey("actions.id"), primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(255), unique=True)
-    tool_call_id: Mapped[str | None] = mapped_column(String(128))
+    tool_call_id: Mapped[str | None] = mapped_column(String(CALL_ID_LENGTH))
     tool: Mapped[str] = mapped_column(String(255))
     result: Mapped[str | None] = mapped_column(CleanText)
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -255,6 +255,29 @@ def test_a_result_the_store_cannot_keep_as_given_is_kept_cleaned_and_never_run_a
     assert replay == "sent\ufffdid=7" and len(attempts) == 1
 
 
+def test_an_effect_deep_in_nested_graphs_is_spent_once_whatever_its_namespace_length(on_both):
+    """A node's effect is named by its task's checkpoint namespace, which grows with each
+    subgraph it runs in: past what the store keeps of a call's id, it is named by its digest,
+    the same on a replay."""
+    env = on_both
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    deep = "|".join(f"research_step_{n}:{uuid.uuid4()}" for n in range(5))
+    nested = {**config(run_id), "metadata": {"langgraph_checkpoint_ns": deep}}
+    runs: list[int] = []
+
+    def effect() -> str:
+        runs.append(1)
+        return "sent"
+
+    kwargs = {"tool_name": "send_external_message", "args": SEND_ARGS}
+    assert env.gate.run(nested, effect=effect, **kwargs) == "sent"
+    assert env.gate.run(nested, effect=effect, **kwargs) == "sent" and len(runs) == 1
+    with env.db.transaction() as s:
+        (spent,) = s.scalars(select(ActionExecution)).all()
+        assert spent.tool_call_id is not None and len(spent.tool_call_id) <= 128
+
+
 def test_a_call_in_a_run_the_store_does_not_know_still_reads_the_switch(on_both):
     """No run's row to hold the switch's with: it is read on its own, and a pause is told."""
     env = on_both
