@@ -46,12 +46,22 @@ def create_db_engine(
 ) -> Engine:
     url = sqlalchemy_url(database_url)
     if is_sqlite(database_url):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            hide_parameters=True,
+        )
         _configure_sqlite(engine)
         return engine
     connect_args = {"connect_timeout": connect_timeout} if connect_timeout else {}
+    # An error's message names its statement, not its values: they may be what a reviewer
+    # typed or an argument the policy keeps out of the audit log, and errors are logged.
     engine = create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        connect_args=connect_args,
+        hide_parameters=True,
     )
     _ping_when_idle(engine)
     return engine
@@ -76,6 +86,7 @@ def create_lock_engine(database_url: str) -> Engine:
         # (``_ping_when_idle``), and a click's lock try costs no round trip more.
         pool_use_lifo=True,
         isolation_level="AUTOCOMMIT",  # a session-level lock outlives any transaction
+        hide_parameters=True,
     )
     _ping_when_idle(engine)
     return engine

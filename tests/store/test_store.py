@@ -203,3 +203,22 @@ def test_a_locked_read_sees_what_was_committed_while_it_waited(pg_url):
         locked = ApprovalRepository(waiting).get(request_id, for_update=True)
         assert locked.actions[0].outcome == "approved"
     db.dispose()
+
+
+def test_a_failed_statement_does_not_carry_its_values_into_logs(db):
+    """What a statement writes may be anything a reviewer typed or an argument a policy
+    redacts: an error (logged with its message) names the statement, never the values."""
+    from sqlalchemy.exc import IntegrityError
+
+    secret = "sk-live-do-not-log-4242"
+    insert = text(
+        "INSERT INTO runs (id, requester_id, channel_id, request_text, status, result_posted, "
+        "created_at, updated_at) VALUES (:id, 'U1', 'C1', :secret, 'running', false, :at, :at)"
+    )
+    values = {"id": new_id("run"), "secret": secret, "at": utcnow()}
+    with db.transaction() as s:
+        s.execute(insert, values)
+    with pytest.raises(IntegrityError) as caught, db.transaction() as s:
+        s.execute(insert, values)  # the same id again
+    assert "INSERT INTO runs" in str(caught.value)
+    assert secret not in str(caught.value)
