@@ -5,6 +5,7 @@ they are handed in, called under the run's lock as the façade calls them."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from agent_runtime.sweeper import Sweeper, SweepResult
 from store.db import Database
 from store.locks import ThreadLocks
 from store.maintenance import MaintenanceQueries
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -114,10 +117,16 @@ class Background:
             stalled = MaintenanceQueries(s).stalled_runs(
                 settled_before=self.claims.settled_before()
             )
+        advanced = 0
         for run_id in stalled:
-            with self.locks.hold(run_id):
-                with self.db.transaction() as s:
-                    still = MaintenanceQueries(s).is_stalled(run_id)
-                if still:
-                    self.carry_on(run_id)
-        return len(stalled)
+            try:
+                with self.locks.hold(run_id):
+                    with self.db.transaction() as s:
+                        still = MaintenanceQueries(s).is_stalled(run_id)
+                    if still:
+                        self.carry_on(run_id)
+            except Exception:  # one run must not keep the others, or the steps after, waiting
+                logger.exception("could not advance the stalled run %s; trying again later", run_id)
+            else:
+                advanced += 1
+        return advanced

@@ -163,3 +163,31 @@ def test_an_approved_call_no_witness_can_show_is_not_called_done(tmp_path, clock
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_stalled_run_that_cannot_be_advanced_does_not_stop_the_others(env, clock, monkeypatch):
+    """Reconcile goes run by run: one whose next step cannot be recorded (an interrupt the
+    store refuses, say) is logged and tried again next time; the other runs, and the steps
+    after this one, go on."""
+    stuck, _a = paused_run(env)
+    fine, _b = paused_run(env)
+    with env.db.transaction() as s:
+        for request in s.scalars(select(ApprovalRequest)):
+            request.status, request.resolved_at = "resolved", utcnow()
+        for run in s.scalars(select(Run)):
+            run.status, run.updated_at = "waiting", utcnow() - dt.timedelta(hours=1)
+    record_stop = env.engine.runs.record_stop
+    tried: list[str] = []
+
+    def refusing(run_id: str, state=None):  # type: ignore[no-untyped-def]
+        tried.append(run_id)
+        if run_id == stuck:
+            raise ValueError("the store refused the interrupt")
+        return record_stop(run_id, state)
+
+    monkeypatch.setattr(env.engine.runs, "record_stop", refusing)
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    result = env.engine.reconcile()  # returns: the steps after this one ran
+    assert sorted(tried) == sorted([stuck, fine]) and result.advanced == 1
+    with env.db.transaction() as s:
+        assert s.get(Run, stuck).status == "waiting"  # left for the next reconcile
