@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from bot.ids import BlockId, CallbackId, InputId
@@ -18,9 +19,16 @@ INPUT_MAX = 3000
 _TRUE, _FALSE = "true", "false"
 
 
-def _kind(prop: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Collapse ``anyOf [T, null]`` and name the widget for a property."""
-    options = [p for p in prop.get("anyOf", []) if p.get("type") != "null"]
+def _kind(prop: Any) -> tuple[str, dict[str, Any]]:
+    """Collapse ``anyOf [T, null]`` and name the widget for a property. A schema that is not
+    an object (``true``: anything) gets a JSON field."""
+    if not isinstance(prop, dict):
+        return "json", {}
+    options = [
+        p for p in prop.get("anyOf", []) if not isinstance(p, dict) or p.get("type") != "null"
+    ]
+    if len(options) == 1 and not isinstance(options[0], dict):
+        return "json", {k: v for k, v in prop.items() if k != "anyOf"}
     if len(options) == 1:
         prop = {**options[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
     if "enum" in prop or "const" in prop:
@@ -173,17 +181,32 @@ def _parse_value(kind: str, raw: dict[str, Any]) -> tuple[Any, bool]:
             raise ValueError("Enter a whole number.") from None
     if kind == "number":
         try:
-            return float(text), True
+            number = float(text)
         except ValueError:
             raise ValueError("Enter a number.") from None
+        if not math.isfinite(number):
+            raise ValueError("Enter a finite number.")
+        return number, True
     if kind == "json":
         return _json(text), True
     return text, True
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"Not valid JSON: {constant} is not a number JSON can hold.")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"Not valid JSON: {text} is too large a number.")
+    return number
+
+
 def _json(text: str) -> Any:
+    """JSON as the store keeps it: NaN and infinities (which Python's parser takes) are not."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
     except RecursionError:

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.models.blocks import Block
@@ -261,3 +262,34 @@ def test_edit_parse_errors_point_at_the_field():
     _args, errors = parse_edit({"state": state}, schema=SCHEMA, current=CURRENT)
     assert set(errors) == {"arg:copies", "arg:meta"}
     assert json.dumps(errors)
+
+
+@pytest.mark.parametrize(
+    ("block", "typed"),
+    [
+        ("arg:ratio", "nan"),
+        ("arg:ratio", "inf"),
+        ("arg:ratio", "1e999"),
+        ("arg:meta", '{"k": NaN}'),
+        ("arg:meta", "[Infinity]"),
+        ("arg:tags", "[1e999]"),
+    ],
+)
+def test_a_number_json_cannot_hold_is_an_error_on_its_field(block, typed):
+    """NaN and infinities are not JSON: PostgreSQL refuses to store them, and no tool's
+    bounds hold for them. The reviewer is told on the field, not answered "busy"."""
+    element = "number_input" if block == "arg:ratio" else "plain_text_input"
+    state = {"values": {block: {"value": {"type": element, "value": typed}}}}
+    args, errors = parse_edit({"state": state}, schema=SCHEMA, current=CURRENT)
+    assert set(errors) == {block}, args
+
+
+def test_a_schema_whose_properties_are_booleans_gets_json_fields():
+    """JSON schema allows ``true`` for "anything" (some MCP servers emit it)."""
+    schema = {"properties": {"anything": True, "nothing": False, "mixed": {"anyOf": [True]}}}
+    current = {"anything": {"a": 1}, "mixed": 2}
+    modal = edit_modal(action_id="act_1", tool_name="t", schema=schema, current=current)
+    View(**modal).validate_json()
+    state = {"values": {"arg:anything": {"value": {"type": "plain_text_input", "value": "[1]"}}}}
+    args, errors = parse_edit({"state": state}, schema=schema, current=current)
+    assert errors == {} and args == {"anything": [1], "mixed": 2}
