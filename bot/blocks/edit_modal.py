@@ -159,8 +159,10 @@ def parse_edit(
             continue
         if present:
             args[name] = parsed
-        else:
-            args.pop(name, None)
+        elif kind not in ("enum", "boolean"):
+            args.pop(name, None)  # a text field emptied
+        # A select or a yes/no left without a choice showed none (the value was not one
+        # offered) and cannot be cleared: the value stays as it was, seen or not.
     return args, errors
 
 

@@ -293,3 +293,28 @@ def test_a_schema_whose_properties_are_booleans_gets_json_fields():
     state = {"values": {"arg:anything": {"value": {"type": "plain_text_input", "value": "[1]"}}}}
     args, errors = parse_edit({"state": state}, schema=schema, current=current)
     assert errors == {} and args == {"anything": [1], "mixed": 2}
+
+
+def test_a_choice_the_modal_could_not_show_is_kept_not_dropped():
+    """A select or a yes/no shows no choice when the current value is not one of those offered
+    (beyond the first 100, or not valid): submitting the form without touching it keeps the
+    value, so the reviewer approves only what they changed."""
+    schema = {
+        "properties": {
+            "region": {"enum": [f"r{n}" for n in range(150)]},
+            "notify": {"type": "boolean"},
+        }
+    }
+    current = {"region": "r120", "notify": "yes"}
+    modal = edit_modal(action_id="act_1", tool_name="t", schema=schema, current=current)
+    widgets = {b["block_id"]: b["element"] for b in modal["blocks"] if b["type"] == "input"}
+    assert "initial_option" not in widgets["arg:region"]
+    assert "initial_option" not in widgets["arg:notify"]
+    state = {
+        "values": {
+            "arg:region": {"value": {"type": "static_select", "selected_option": None}},
+            "arg:notify": {"value": {"type": "radio_buttons", "selected_option": None}},
+        }
+    }
+    args, errors = parse_edit({"state": state}, schema=schema, current=current)
+    assert errors == {} and args == current
