@@ -255,16 +255,18 @@ class Announcer:
 
     # Results and notices --------------------------------------------------------------------
 
-    def run_finished(self, run: RunView) -> None:
-        """Tell the thread, then remember it was told (a crash in between tells it twice)."""
+    def run_finished(self, run: RunView) -> bool:
+        """Tell the thread, then remember it was told (a crash in between tells it twice);
+        whether it was told."""
         fault_point("before_result")
         try:
             self.notifier.run_finished(run)
         except Exception:
             logger.exception("could not post the result of %s; it is retried later", run.id)
-            return
+            return False
         with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
             RunRepository(s).mark_result_posted(run.id)
+        return True
 
     def post_missing_results(self, *, settled_before: dt.datetime) -> int:
         """Results of finished runs that never reached the thread; one replica posts each."""
@@ -276,9 +278,13 @@ class Announcer:
                 won = RunRepository(s).mark_result_posted(run_id)
                 run = RunRepository(s).get(run_id) if won else None
                 view = run_view(run) if run is not None else None
-            if view is not None:
-                self.run_finished(view)
+            if view is None:
+                continue
+            if self.run_finished(view):
                 posted += 1
+            else:  # the mark won this retry; given back, the next reconcile tries again
+                with self.db.single() as s:
+                    RunRepository(s).forget_result_posted(run_id)
         return posted
 
     def expired(self, view: ApprovalView) -> None:

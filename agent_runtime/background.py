@@ -16,6 +16,7 @@ from agent_runtime.sweeper import Sweeper, SweepResult
 from store.db import Database
 from store.locks import ThreadLocks
 from store.maintenance import MaintenanceQueries
+from store.repositories import RunRepository
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +105,12 @@ class Background:
             ended = MaintenanceQueries(s).ended_with_pending()
         closed = 0
         for run_id in ended:
-            with self.locks.hold(run_id), self.db.transaction() as s:
-                cards = close_left_open(s, run_id)
+            try:
+                with self.locks.hold(run_id), self.db.transaction() as s:
+                    cards = close_left_open(s, run_id)
+            except Exception:  # as for stalled runs: one must not stop the rest
+                logger.exception("could not close what %s left open; trying again later", run_id)
+                continue
             self.announcer.show_cards(cards)
             closed += len(cards)
         return closed
@@ -127,6 +132,8 @@ class Background:
                         self.carry_on(run_id)
             except Exception:  # one run must not keep the others, or the steps after, waiting
                 logger.exception("could not advance the stalled run %s; trying again later", run_id)
+                with self.db.single() as s:  # to the back of the line, after the others
+                    RunRepository(s).put_back(run_id, at=self.clock())
             else:
                 advanced += 1
         return advanced

@@ -34,7 +34,10 @@ class MaintenanceQueries:
             Run.updated_at <= settled_before,
             Run.id.not_in(self._open_runs()),
         )
-        return list(self.session.scalars(stmt.limit(self.limit)))
+        # Oldest first, and a fixed order: runs that keep failing do not hide the others
+        # behind the limit in some order of the database's choosing.
+        ordered = stmt.order_by(Run.updated_at, Run.id)
+        return list(self.session.scalars(ordered.limit(self.limit)))
 
     def ended_with_pending(self) -> list[str]:
         """Runs that ended with an approval still pending: ended by an older version, which

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import fields
 
 from sqlalchemy import ColumnElement, Update, bindparam, select, update
@@ -11,7 +12,7 @@ from store.clean import clean_text
 from store.db import affected
 from store.models import Run, utcnow
 from store.pending_reads import RunRecord
-from store.statuses import UNFINISHED_RUN
+from store.statuses import UNFINISHED_RUN, RunStatus
 from store.switch import hold_run_of
 
 
@@ -38,6 +39,14 @@ _RESULT_POSTED = (
     update(Run)
     .where(Run.id == bindparam("posted_run"), Run.result_posted.is_(False))
     .values(result_posted=True)
+)
+_PUT_BACK = (
+    update(Run)
+    .where(Run.id == bindparam("put_back"), Run.status == RunStatus.WAITING)
+    .values(updated_at=bindparam("at"))
+)
+_RESULT_NOT_POSTED = (
+    update(Run).where(Run.id == bindparam("unposted_run")).values(result_posted=False)
 )
 
 
@@ -78,6 +87,15 @@ class RunRepository:
         update changed it (so one replica posts a missing result)."""
         result = self.session.connection().execute(_RESULT_POSTED, {"posted_run": run_id})
         return affected(result) > 0
+
+    def put_back(self, run_id: str, *, at: dt.datetime) -> None:
+        """A waiting run whose next step could not be recorded: counted as waiting since
+        ``at``, so maintenance tries the others first and this one again once it settled."""
+        self.session.connection().execute(_PUT_BACK, {"put_back": run_id, "at": at})
+
+    def forget_result_posted(self, run_id: str) -> None:
+        """A retry that won the mark but could not post: leave the result to be posted."""
+        self.session.connection().execute(_RESULT_NOT_POSTED, {"unposted_run": run_id})
 
     def finish(self, run_id: str, *, status: str, result_text: str) -> RunRecord | None:
         """Record a run's end in one Core statement, which reads nothing first and takes the

@@ -155,6 +155,24 @@ def test_a_result_that_did_not_reach_the_thread_is_posted_later_once(tmp_path):
     assert notifier.results == [seeded.run_id]
 
 
+def test_a_missing_result_whose_retry_fails_too_is_retried_again(tmp_path):
+    """Marking the result posted is how one replica wins its retry; a retry that fails gives
+    that mark back, or the thread would never hear how its run ended."""
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    with db.transaction() as s:
+        run = RunRepository(s).get(seeded.run_id)
+        RunRepository(s).set_status(run, RunStatus.COMPLETED, result_text="sent")
+        view = run_view(run)
+    notifier.failing = True
+    announcer.run_finished(view)
+    settled = utcnow() + dt.timedelta(seconds=1)
+    assert announcer.post_missing_results(settled_before=settled) == 0, "Slack still down"
+    notifier.failing = False
+    assert announcer.post_missing_results(settled_before=settled) == 1
+    assert notifier.results == [seeded.run_id]
+
+
 def test_a_result_that_reached_the_thread_is_not_posted_again(tmp_path):
     db, notifier, announcer = announcer_on(tmp_path)
     seeded = seed_request(db)

@@ -190,4 +190,6 @@ def test_a_stalled_run_that_cannot_be_advanced_does_not_stop_the_others(env, clo
     result = env.engine.reconcile()  # returns: the steps after this one ran
     assert sorted(tried) == sorted([stuck, fine]) and result.advanced == 1
     with env.db.transaction() as s:
-        assert s.get(Run, stuck).status == "waiting"  # left for the next reconcile
+        left = s.get(Run, stuck)
+        assert left.status == "waiting"  # left for a later reconcile, behind the others
+        assert left.updated_at == clock.now
