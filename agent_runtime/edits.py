@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agent_runtime.catalog import ToolCatalog
@@ -36,6 +37,9 @@ class EditRules:
 
     def errors(self, action: Action, edited: dict[str, Any]) -> dict[str, str]:
         """Locked arguments are compared with the call as first proposed."""
+        unstorable = {name: why for name, value in edited.items() if (why := _not_json(value))}
+        if unstorable:  # whoever sent it: the store keeps JSON, and no bound holds for NaN
+            return unstorable
         errors = self.catalog.errors(action.tool_name, edited)
         if errors:
             return errors
@@ -49,3 +53,14 @@ class EditRules:
     def normalized(self, action: Action, edited: dict[str, Any]) -> dict[str, Any]:
         """An edit as the tool will see it (stored that way); ``errors`` proved it valid."""
         return self.catalog.normalize(action.tool_name, edited)
+
+
+def _not_json(value: Any) -> str | None:
+    """Why ``value`` is not JSON the store can keep, or None."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return "holds a number JSON cannot hold (NaN or infinity)"
+    except TypeError:
+        return "is not JSON"
+    return None
