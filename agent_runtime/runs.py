@@ -33,7 +33,7 @@ from agent_runtime.wire import (
     tool_call_ids,
 )
 from store.clean import clean_text
-from store.db import Database
+from store.db import Database, refused_for_content
 from store.models import Action, ApprovalRequest, Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 from store.run_history import RunHistory
@@ -153,7 +153,16 @@ class RunLifecycle:
             self.fail(run_id, f"The agent paused on something I cannot review: {exc}")
             return
         for pending in pendings:
-            recorded = self._record_interrupt(run_id, pending, state=state)
+            try:
+                recorded = self._record_interrupt(run_id, pending, state=state)
+            except Exception as exc:
+                if not refused_for_content(exc):
+                    raise  # the store in trouble: the run is carried on again later
+                # Never storable as it is: a run left "running" with no card would wait forever.
+                logger.exception("the interrupt of %s cannot be stored", run_id)
+                what = ", ".join(a.name for a in pending.actions)
+                self.fail(run_id, f"The agent paused on something I cannot store ({what}).")
+                return
             if recorded is None:
                 continue
             if recorded.stopped is not None:

@@ -25,8 +25,8 @@ from typing import Any
 
 from bot.handoff import Claimed, Handoff, Reservation
 from store.clean import storable
-from store.db import Database
-from store.inbox import Held, InboxRepository, refused_for_content
+from store.db import Database, refused_for_content
+from store.inbox import Held, InboxRepository
 from store.inbox_models import InboxKind
 from store.models import utcnow
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, event, text
 from sqlalchemy.engine import Connection, CursorResult, Result, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError, StatementError
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 from store.engines import (
@@ -194,3 +194,12 @@ def _refuse_second_statement(conn: Connection, *_statement: Any) -> None:
 def affected(result: Result[Any]) -> int:
     """Rows an UPDATE or DELETE touched: a guarded update that touched none lost its race."""
     return typing.cast("CursorResult[Any]", result).rowcount
+
+
+def refused_for_content(exc: BaseException) -> bool:
+    """Whether a failed write was refused for what it holds (a value the database or the JSON
+    encoder will not take), not for the database being unreachable or busy: trying it again
+    as it is would fail again."""
+    if isinstance(exc, StatementError) and not isinstance(exc, DBAPIError):
+        exc = exc.orig if exc.orig is not None else exc
+    return isinstance(exc, (DataError, ValueError, TypeError))

@@ -21,12 +21,11 @@ from store.inbox_insert import (
     Held,
     insert_items,
     notified_by,
-    refused_for_content,
 )
 from store.inbox_models import InboxItem, InboxKind, InboxStatus
 from store.models import utcnow
 
-__all__ = ["INBOX_CHANNEL", "Held", "InboxRepository", "notified_by", "refused_for_content"]
+__all__ = ["INBOX_CHANNEL", "Held", "InboxRepository", "notified_by"]
 
 
 def _queued() -> ColumnElement[bool]:

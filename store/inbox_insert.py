@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, insert, text
-from sqlalchemy.exc import DataError, DBAPIError, StatementError
 from sqlalchemy.orm import Session
 
 from store.clean import clean_json, json_text
@@ -43,15 +42,6 @@ _ADD_AND_NOTIFY = text(
 SELECT id FROM stored JOIN rung ON true ORDER BY id"""
 ).columns(id=Integer)
 """Items stored, some queued: the NOTIFY names the origin and the last id."""
-
-
-def refused_for_content(exc: BaseException) -> bool:
-    """Whether a failed insert was refused for what an item holds (a value the database or the
-    JSON encoder will not take), not for the database being unreachable or busy: only then is
-    it worth storing the items one at a time."""
-    if isinstance(exc, StatementError) and not isinstance(exc, DBAPIError):
-        exc = exc.orig if exc.orig is not None else exc
-    return isinstance(exc, (DataError, ValueError, TypeError))
 
 
 def notified_by(payload: str) -> str:

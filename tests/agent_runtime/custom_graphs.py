@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -347,3 +348,24 @@ def many_refused_at_once(checkpointer, *, policy, model, workspace, gate):  # ty
             return AIMessage(content="", tool_calls=calls)
 
     return build_agent(checkpointer, policy=policy, model=Once(), workspace=workspace, gate=gate)
+
+
+def _review_a_date(state: State) -> State:
+    when = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)  # not JSON, and no schema to make it so
+    interrupt(
+        {
+            "type": "review",
+            "action": {"name": "schedule_launch", "args": {"at": when}},
+            "allowed_decisions": ["approve", "reject"],
+        }
+    )
+    return {"answer": "scheduled"}
+
+
+def review_of_a_date(checkpointer):  # type: ignore[no-untyped-def]
+    """A tool's own review whose arguments hold a Python object JSON cannot carry."""
+    graph = StateGraph(State)
+    graph.add_node("review", _review_a_date)
+    graph.add_edge(START, "review")
+    graph.add_edge("review", END)
+    return graph.compile(checkpointer=checkpointer)

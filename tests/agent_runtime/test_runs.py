@@ -3,10 +3,13 @@ no cancel ended it, with the result told to the thread as the row now says."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session
 
+from agent_runtime.graph_runtime import close_checkpointer
 from store.repositories import RunRepository
 from store.statuses import RunStatus
 from tests.agent_runtime.engine_env import (
@@ -15,6 +18,7 @@ from tests.agent_runtime.engine_env import (
     SEND,
     Env,
     decide,
+    make_env,
     paused_run,
 )
 
@@ -87,6 +91,23 @@ def test_a_request_with_a_nul_character_starts_its_run_with_it_cleaned(env: Env)
     with env.db.transaction() as s:
         stored = RunRepository(s).get(run.id)
         assert stored is not None and stored.request_text == "publish \ufffd notes"
+
+
+def test_an_interrupt_the_store_cannot_keep_fails_its_run_and_says_why(tmp_path: Path) -> None:
+    """A review whose arguments are not JSON (a Python date, with no schema to turn it into
+    text) can be neither stored nor shown: the run fails with the reason, in its thread,
+    instead of staying "running" with no card."""
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_of_a_date")
+    try:
+        run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text="launch")
+        env.engine.execute_run(run.id)
+        (finished,) = env.notes.finished
+        assert finished.id == run.id and finished.status == RunStatus.FAILED
+        assert "schedule_launch" in str(finished.result_text)
+        assert env.notes.requested == []
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
 
 
 def _in_one_transaction(sent: list[str], first: str, then: str) -> list[str]:
