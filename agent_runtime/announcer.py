@@ -25,6 +25,7 @@ from agent_runtime.views import ApprovalView, Reviewers, RunView, approval_view,
 from store.db import Database
 from store.locks import ThreadLocks
 from store.maintenance import MaintenanceQueries
+from store.models import utcnow
 from store.repositories import (
     ApprovalRepository,
     AuditRepository,
@@ -284,7 +285,7 @@ class Announcer:
                 posted += 1
             else:  # the mark won this retry; given back, the next reconcile tries again
                 with self.db.single() as s:
-                    RunRepository(s).forget_result_posted(run_id)
+                    RunRepository(s).forget_result_posted(run_id, at=utcnow())
         return posted
 
     def expired(self, view: ApprovalView) -> None:

@@ -98,6 +98,15 @@ class Background:
             closed=closed,
         )
 
+    def _put_back(self, run_id: str) -> None:
+        """To the back of the line, after the others (best effort: not put back, it is only
+        tried again sooner)."""
+        try:
+            with self.db.single() as s:
+                RunRepository(s).put_back(run_id, at=self.clock())
+        except Exception:
+            logger.exception("could not put the stalled run %s back", run_id)
+
     def _close_left_open(self) -> int:
         """Approvals left pending by a run that ended (by an older version, which did not
         close them with it): closed under the run's lock, as every end of a run."""
@@ -132,8 +141,7 @@ class Background:
                         self.carry_on(run_id)
             except Exception:  # one run must not keep the others, or the steps after, waiting
                 logger.exception("could not advance the stalled run %s; trying again later", run_id)
-                with self.db.single() as s:  # to the back of the line, after the others
-                    RunRepository(s).put_back(run_id, at=self.clock())
+                self._put_back(run_id)
             else:
                 advanced += 1
         return advanced

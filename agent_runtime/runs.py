@@ -158,10 +158,10 @@ class RunLifecycle:
             except Exception as exc:
                 if not refused_for_content(exc):
                     raise  # the store in trouble: the run is carried on again later
-                # Never storable as it is: a run left "running" with no card would wait forever.
+                # Never recordable as it is: a run left "running" with no card would wait forever.
                 logger.exception("the interrupt of %s cannot be stored", run_id)
                 what = ", ".join(a.name for a in pending.actions)
-                self.fail(run_id, f"The agent paused on something I cannot store ({what}).")
+                self.fail(run_id, f"The agent paused on something I cannot record ({what}).")
                 return
             if recorded is None:
                 continue

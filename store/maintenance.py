@@ -85,7 +85,9 @@ class MaintenanceQueries:
             Run.result_posted.is_(False),
             Run.updated_at <= settled_before,
         )
-        return list(self.session.scalars(stmt.limit(self.limit)))
+        # Oldest first: one whose post failed was put back (``forget_result_posted``).
+        ordered = stmt.order_by(Run.updated_at, Run.id)
+        return list(self.session.scalars(ordered.limit(self.limit)))
 
     def finished_runs(self, *, before: dt.datetime) -> list[str]:
         """Finished runs with nothing open, last changed before ``before`` (all of them)."""

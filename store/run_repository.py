@@ -46,7 +46,9 @@ _PUT_BACK = (
     .values(updated_at=bindparam("at"))
 )
 _RESULT_NOT_POSTED = (
-    update(Run).where(Run.id == bindparam("unposted_run")).values(result_posted=False)
+    update(Run)
+    .where(Run.id == bindparam("unposted_run"))
+    .values(result_posted=False, updated_at=bindparam("at"))
 )
 
 
@@ -93,9 +95,12 @@ class RunRepository:
         ``at``, so maintenance tries the others first and this one again once it settled."""
         self.session.connection().execute(_PUT_BACK, {"put_back": run_id, "at": at})
 
-    def forget_result_posted(self, run_id: str) -> None:
-        """A retry that won the mark but could not post: leave the result to be posted."""
-        self.session.connection().execute(_RESULT_NOT_POSTED, {"unposted_run": run_id})
+    def forget_result_posted(self, run_id: str, *, at: dt.datetime) -> None:
+        """A retry that won the mark but could not post: leave the result to be posted, as
+        changed ``at``, so the next tries go to the others first and to this one once it
+        settled again (a channel archived for good is not tried at every round)."""
+        values = {"unposted_run": run_id, "at": at}
+        self.session.connection().execute(_RESULT_NOT_POSTED, values)
 
     def finish(self, run_id: str, *, status: str, result_text: str) -> RunRecord | None:
         """Record a run's end in one Core statement, which reads nothing first and takes the

@@ -167,9 +167,14 @@ def test_a_missing_result_whose_retry_fails_too_is_retried_again(tmp_path):
     notifier.failing = True
     announcer.run_finished(view)
     settled = utcnow() + dt.timedelta(seconds=1)
+    failed_at = utcnow()
     assert announcer.post_missing_results(settled_before=settled) == 0, "Slack still down"
+    with db.transaction() as s:  # put back: behind the others, tried once settled again
+        put_back = RunRepository(s).get(seeded.run_id)
+        assert put_back is not None and put_back.updated_at >= failed_at
     notifier.failing = False
-    assert announcer.post_missing_results(settled_before=settled) == 1
+    later = utcnow() + dt.timedelta(seconds=1)
+    assert announcer.post_missing_results(settled_before=later) == 1
     assert notifier.results == [seeded.run_id]
 
 
