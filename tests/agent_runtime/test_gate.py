@@ -228,15 +228,6 @@ def test_a_failed_effect_spends_its_approval_and_a_replay_does_not_run_it_again(
     assert replay == "Failed: ConnectionError: mail server down" and len(attempts) == 1
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def on_both(request, tmp_path):  # type: ignore[no-untyped-def]
-    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
-    env = make_env(tmp_path, url=url)
-    yield env
-    close_checkpointer(env.runtime.checkpointer)
-    env.db.dispose()
-
-
 def test_a_result_the_store_cannot_keep_as_given_is_kept_cleaned_and_never_run_again(on_both):
     """An effect ran: its result must be kept, whatever it holds (PostgreSQL refuses a NUL in
     text), or a replay of the call would take it for one cut short and run it again."""

@@ -111,20 +111,11 @@ def test_while_paused_nothing_is_approved_but_a_reject_is_recorded(env):
     assert rejected.refusal is None
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def both(request, tmp_path):  # type: ignore[no-untyped-def]
-    url = None if request.param == "sqlite" else request.getfixturevalue("migrated_pg_url")
-    env = make_env(tmp_path, url=url)
-    yield env
-    close_checkpointer(env.runtime.checkpointer)
-    env.db.dispose()
-
-
-def test_an_approval_given_before_the_pause_does_not_run_during_it(both):
+def test_an_approval_given_before_the_pause_does_not_run_during_it(on_both):
     """Defense in depth: the gate checks the switch where the effect happens, whatever the
     approval record says; the thread is told why (on PostgreSQL the switch comes with the
     run's row, in one statement)."""
-    env = both
+    env = on_both
     switch, _told = switch_of(env)
     run_id, _action = paused_run(env)
     approved_and_resuming(env, run_id)
@@ -327,9 +318,9 @@ def test_only_a_decision_that_would_approve_holds_the_switch(migrated_pg_url, tm
         env.db.dispose()
 
 
-def test_a_pause_whose_reason_the_store_cannot_hold_as_typed_still_pauses(both):
+def test_a_pause_whose_reason_the_store_cannot_hold_as_typed_still_pauses(on_both):
     """The emergency stop must never fail on what an operator typed (PostgreSQL refuses a NUL
     in text): the reason is kept cleaned."""
-    switch, _told = switch_of(both)
+    switch, _told = switch_of(on_both)
     assert switch.pause(ADMIN, reason="incident\x00 7").outcome is SwitchOutcome.PAUSED
     assert switch.state().reason == "incident\ufffd 7"
