@@ -133,10 +133,18 @@ class Announcer:
         if now is not None:
             self.show_card(now)
 
-    def show_cards(self, views: Iterable[ApprovalView]) -> None:
-        """``show_card`` for each, e.g. the approvals a run's end closed."""
+    def show_cards(self, views: Iterable[ApprovalView]) -> int:
+        """``show_card`` for each, e.g. the approvals a run's end closed; how many were drawn.
+        One that cannot be drawn is logged, and left out of date for ``repair_cards``."""
+        drawn = 0
         for view in views:
-            self.show_card(view)
+            try:
+                self.show_card(view)
+            except Exception:
+                logger.exception("could not redraw the card of %s; repaired later", view.id)
+            else:
+                drawn += 1
+        return drawn
 
     @contextmanager
     def showing_card(self, view: ApprovalView, *, after: float = 0.0) -> Iterator[None]:
@@ -180,18 +188,20 @@ class Announcer:
             missing = MaintenanceQueries(s).without_card(created_before=created_before)
         done = 0
         for request_id, run_id in missing:
-            with self.locks.try_hold(run_id) as held:
-                if held:
-                    self.post_card(request_id, look_first=True)
-                    done += 1
+            try:
+                with self.locks.try_hold(run_id) as held:
+                    if held:
+                        self.post_card(request_id, look_first=True)
+                        done += 1
+            except Exception:  # one card must not keep the others from their post
+                logger.exception("could not post the card of %s; tried again later", request_id)
         return done
 
     def repair_cards(self) -> int:
         """Redraw cards whose message shows an older status (a crash between the two)."""
         with self.db.transaction() as s:
             views = [approval_view(r) for r in MaintenanceQueries(s).cards_out_of_date()]
-        self.show_cards(views)
-        return len(views)
+        return self.show_cards(views)
 
     def ping(
         self,

@@ -612,3 +612,35 @@ def test_an_older_drawing_that_lands_after_the_end_is_left_to_the_repair(posted_
     assert announcer.repair_cards() == 1
     assert notifier.updated[-1] == RequestStatus.RESOLVED
     assert card_of(db, seeded.request_id)[1] == RequestStatus.RESOLVED
+
+
+def test_a_card_that_cannot_be_posted_or_redrawn_does_not_stop_the_others(tmp_path, monkeypatch):
+    """Maintenance goes card by card: one whose post or redraw raises (a bug, a row it cannot
+    draw) is logged and left for the next round; the others are posted and redrawn."""
+    db, notifier, announcer = announcer_on(tmp_path)
+    first, second = seed_request(db), seed_request(db)
+    notifier.failing = False
+    post_card, show_card = announcer.post_card, announcer.show_card
+
+    def posting(request_id, **kwargs):  # type: ignore[no-untyped-def]
+        if request_id == first.request_id:
+            raise ValueError("cannot draw this one")
+        return post_card(request_id, **kwargs)
+
+    monkeypatch.setattr(announcer, "post_card", posting)
+    assert announcer.retry_card_posts(created_before=utcnow() + dt.timedelta(seconds=1)) == 1
+    assert notifier.posted == [second.request_id]
+
+    with db.transaction() as s:
+        for seeded in (first, second):
+            request = ApprovalRepository(s).get(seeded.request_id)
+            request.card_channel, request.card_ts, request.card_status = "C1", "9.9", "stale"
+
+    def showing(view):  # type: ignore[no-untyped-def]
+        if view.id == first.request_id:
+            raise ValueError("cannot draw this one")
+        return show_card(view)
+
+    monkeypatch.setattr(announcer, "show_card", showing)
+    assert announcer.repair_cards() == 1
+    assert [v.id for v in notifier.drawn] == [second.request_id]
