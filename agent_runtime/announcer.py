@@ -134,8 +134,9 @@ class Announcer:
             self.show_card(now)
 
     def show_cards(self, views: Iterable[ApprovalView]) -> int:
-        """``show_card`` for each, e.g. the approvals a run's end closed; how many were drawn.
-        One that cannot be drawn is logged, and left out of date for ``repair_cards``."""
+        """``show_card`` for each, e.g. the approvals a run's end closed; how many did not
+        fail with an error (Slack's own are logged by ``show_card``). One that failed is
+        logged, and left out of date for ``repair_cards``."""
         drawn = 0
         for view in views:
             try:
