@@ -140,13 +140,18 @@ def test_a_card_left_out_of_date_is_redrawn(tmp_path):
     assert announcer.repair_cards() == 0, "the card now shows what the request is"
 
 
-def test_a_result_that_did_not_reach_the_thread_is_posted_later_once(tmp_path):
-    db, notifier, announcer = announcer_on(tmp_path)
+def _finished(db, status: RunStatus, text: str):  # type: ignore[no-untyped-def]
+    """A seeded request's run, ended with ``status``; the seed and the run's view."""
     seeded = seed_request(db)
     with db.transaction() as s:
         run = RunRepository(s).get(seeded.run_id)
-        RunRepository(s).set_status(run, RunStatus.COMPLETED, result_text="sent")
-        view = run_view(run)
+        RunRepository(s).set_status(run, status, result_text=text)
+        return seeded, run_view(run)
+
+
+def test_a_result_that_did_not_reach_the_thread_is_posted_later_once(tmp_path):
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded, view = _finished(db, RunStatus.COMPLETED, "sent")
     announcer.run_finished(view)
     settled = utcnow() + dt.timedelta(seconds=1)
     notifier.failing = False
@@ -159,11 +164,7 @@ def test_a_missing_result_whose_retry_fails_too_is_retried_again(tmp_path):
     """Marking the result posted is how one replica wins its retry; a retry that fails gives
     that mark back, or the thread would never hear how its run ended."""
     db, notifier, announcer = announcer_on(tmp_path)
-    seeded = seed_request(db)
-    with db.transaction() as s:
-        run = RunRepository(s).get(seeded.run_id)
-        RunRepository(s).set_status(run, RunStatus.COMPLETED, result_text="sent")
-        view = run_view(run)
+    seeded, view = _finished(db, RunStatus.COMPLETED, "sent")
     notifier.failing = True
     announcer.run_finished(view)
     settled = utcnow() + dt.timedelta(seconds=1)
@@ -180,11 +181,7 @@ def test_a_missing_result_whose_retry_fails_too_is_retried_again(tmp_path):
 
 def test_a_result_that_reached_the_thread_is_not_posted_again(tmp_path):
     db, notifier, announcer = announcer_on(tmp_path)
-    seeded = seed_request(db)
-    with db.transaction() as s:
-        run = RunRepository(s).get(seeded.run_id)
-        RunRepository(s).set_status(run, RunStatus.FAILED, result_text="no")
-        view = run_view(run)
+    seeded, view = _finished(db, RunStatus.FAILED, "no")
     notifier.failing = False
     announcer.run_finished(view)
     assert announcer.post_missing_results(settled_before=utcnow() + dt.timedelta(seconds=1)) == 0

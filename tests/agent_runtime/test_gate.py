@@ -390,6 +390,40 @@ def test_a_refusal_quoting_a_redacted_argument_keeps_it_out_of_the_audit_and_log
     assert "ceo-private" not in f"{event.reason} {event.detail} {caplog.text}"
 
 
+def _one_approved_call(env) -> list[tuple[str, bool]]:  # type: ignore[no-untyped-def]
+    """What the database was sent for one approved call, in order: each statement (and each
+    "BEGIN") with whether its connection was in autocommit. The call ran once and kept its
+    result."""
+    from sqlalchemy import event
+
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    sent: list[tuple[str, bool]] = []
+
+    def begin(_conn):  # type: ignore[no-untyped-def]
+        sent.append(("BEGIN", False))
+
+    def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
+        sent.append((statement, bool(getattr(conn.connection.dbapi_connection, "autocommit", 0))))
+
+    event.listen(env.db.engine, "begin", begin)
+    event.listen(env.db.engine, "before_cursor_execute", note)
+    result = env.gate.run(
+        config(run_id),
+        tool_name="send_external_message",
+        args=SEND_ARGS,
+        effect=lambda: "sent",
+        tool_call_id="c1",
+    )
+    event.remove(env.db.engine, "begin", begin)
+    event.remove(env.db.engine, "before_cursor_execute", note)
+    assert result == "sent"
+    with env.db.transaction() as s:
+        (execution,) = s.scalars(select(ActionExecution)).all()
+        assert (execution.tool_call_id, execution.result) == ("c1", "sent")
+    return sent
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_spending_an_approval_and_keeping_its_result_take_one_statement_each(
     tmp_path, request, store
@@ -397,33 +431,16 @@ def test_spending_an_approval_and_keeping_its_result_take_one_statement_each(
     """The gate sits inside every approved tool call, on the reviewer's wait for the result:
     the spend is one conditional insert (no savepoint, no read first) and the result one
     conditional update, and the approved action comes with its request in one read."""
-    from sqlalchemy import event
-
     url = None if store == "sqlite" else request.getfixturevalue("migrated_pg_url")
     env = make_env(tmp_path, url=url)
     try:
-        run_id, _action = paused_run(env)
-        approved_and_resuming(env, run_id)
-        sent: list[str] = []
-        event.listen(env.db.engine, "begin", lambda _conn: sent.append("BEGIN"))
-        event.listen(env.db.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
-        result = env.gate.run(
-            config(run_id),
-            tool_name="send_external_message",
-            args=SEND_ARGS,
-            effect=lambda: "sent",
-            tool_call_id="c1",
-        )
-        assert result == "sent"
+        sent = [q for q, _auto in _one_approved_call(env)]
         assert sent.count("BEGIN") == 2, sent  # the spend, then the result
         assert not [q for q in sent if "SAVEPOINT" in q], sent
         touching = [q.split()[0] for q in sent if "action_executions" in q.split("WHERE")[0]]
         # the first look (what this call spent before: none), the spend, the result
         assert touching == ["SELECT", "INSERT", "UPDATE"], sent
         assert len([q for q in sent if not q.startswith("BEGIN")]) <= 7, sent
-        with env.db.transaction() as s:
-            (execution,) = s.scalars(select(ActionExecution)).all()
-            assert (execution.tool_call_id, execution.result) == ("c1", "sent")
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
@@ -436,26 +453,9 @@ def test_on_postgresql_an_approved_call_costs_one_transaction_and_one_autocommit
     transaction holds the run's row and the kill switch in one statement (the order every
     holder of both takes them in); the result is one conditional update, which needs no
     transaction of its own around it."""
-    from sqlalchemy import event
-
     env = make_env(tmp_path, url=migrated_pg_url)
     try:
-        run_id, _action = paused_run(env)
-        approved_and_resuming(env, run_id)
-        sent: list[tuple[str, bool]] = []
-
-        def note(conn, _cursor, statement, *_rest):  # type: ignore[no-untyped-def]
-            sent.append((statement, conn.connection.dbapi_connection.autocommit))
-
-        event.listen(env.db.engine, "before_cursor_execute", note)
-        result = env.gate.run(
-            config(run_id),
-            tool_name="send_external_message",
-            args=SEND_ARGS,
-            effect=lambda: "sent",
-            tool_call_id="c1",
-        )
-        assert result == "sent"
+        sent = [(q, auto) for q, auto in _one_approved_call(env) if q != "BEGIN"]
         in_transaction = [q for q, auto in sent if not auto]
         on_their_own = [q for q, auto in sent if auto]
         assert [q.split()[0] for q in on_their_own] == ["UPDATE"], sent
@@ -467,9 +467,6 @@ def test_on_postgresql_an_approved_call_costs_one_transaction_and_one_autocommit
         # held; what this call spent before with what it may spend; their requests' actions;
         # the spend
         assert len(in_transaction) == 4, in_transaction
-        with env.db.transaction() as s:
-            (execution,) = s.scalars(select(ActionExecution)).all()
-            assert (execution.tool_call_id, execution.result) == ("c1", "sent")
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
