@@ -10,8 +10,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from langgraph.types import StateSnapshot
-
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.background import ReconcileResult
 from agent_runtime.cancel import CancelOutcome, CancelResult
@@ -22,7 +20,7 @@ from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
 from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
-from agent_runtime.runtime import AgentRuntime
+from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.sweeper import SweepResult
 from agent_runtime.views import ApprovalView, RunView
 from store.db import Database
@@ -106,7 +104,7 @@ class ApprovalEngine(FacadeReads):
             if state is not None:
                 self._carry_on(run_id, state)
 
-    def _carry_on(self, run_id: str, state: StateSnapshot | None = None) -> None:
+    def _carry_on(self, run_id: str, state: ThreadStop | None = None) -> None:
         """Under the run's lock: record where the thread stopped, and resume at once what
         needs no one (each resume stops the thread somewhere new, recorded the same way)."""
         for request_id in self.runs.record_stop(run_id, state):

@@ -12,10 +12,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from langgraph.types import StateSnapshot
 from sqlalchemy.orm import Session
 
-from agent_runtime.wire import tool_results
+from agent_runtime.runtime import ThreadStop
+from agent_runtime.wire import MESSAGES, tool_results
 from store.db import Database
 from store.executions import SPENDABLE_OUTCOMES, ExecutionRepository
 from store.models import ApprovalRequest
@@ -49,14 +49,14 @@ def spent(db: Database, request: ApprovalRequest) -> bool:
         return bool(ExecutionRepository(s).of_actions([a.id for a in request.actions]))
 
 
-def gaps(db: Database, request: ApprovalRequest, *, state: StateSnapshot) -> list[Gap]:
+def gaps(db: Database, request: ApprovalRequest, *, state: ThreadStop) -> list[Gap]:
     """Approved (or edited) actions of ``request`` with no proof of having run in ``state``
     nor a finished execution record; empty when every one of them is accounted for."""
     approved = [a for a in request.actions if a.outcome in SPENDABLE_OUTCOMES]
     if not approved:
         return []
     values = state.values if isinstance(state.values, dict) else {}
-    messages = values.get("messages", [])
+    messages = values.get(MESSAGES, [])
     results = tool_results(messages, [a.tool_call_id for a in approved])
     own_calls = {c.get("id") for m in messages for c in (getattr(m, "tool_calls", None) or [])}
     with db.transaction() as s:

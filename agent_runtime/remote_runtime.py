@@ -52,6 +52,7 @@ from agent_runtime.remote_state import (
     run_config,
     snapshot_of,
 )
+from agent_runtime.runtime import ThreadStop
 from agent_runtime.workflow_audit import workflow_audit
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,13 @@ class RemoteRuntime:
             return False
         return True
 
-    def invoke(self, payload: Any, thread_id: str) -> Any:
+    def invoke(self, payload: Any, thread_id: str) -> ThreadStop:
+        """Run on the server to the thread's next stop, then read it there (a run's output
+        does not say which interrupts are pending)."""
+        self._run(payload, thread_id)
+        return self.state(thread_id)
+
+    def _run(self, payload: Any, thread_id: str) -> None:
         server_id = server_thread_id(thread_id)
         attempt = uuid.uuid4().hex
         try:
@@ -135,9 +142,10 @@ class RemoteRuntime:
                 raise
             run_id = found
         if not isinstance(payload, Command):
-            return self._finish(server_id, run_id)
+            self._finish(server_id, run_id)
+            return
         fault_point("after_resume_sent")
-        values = self._finish(server_id, run_id)
+        self._finish(server_id, run_id)
         if not self.client.threads.get_history(server_id, limit=1, metadata={"run_id": run_id}):
             # No step of this run was saved: the interrupt it answers was no longer waiting
             # (answered on the server by another run since the bot checked it).
@@ -145,7 +153,6 @@ class RemoteRuntime:
                 "the resume answered nothing: the interrupt was no longer waiting on "
                 "LangGraph Server (answered there by another run)"
             )
-        return values
 
     def _created(self, server_id: str, attempt: str) -> str | None:
         try:
@@ -157,14 +164,13 @@ class RemoteRuntime:
             None,
         )
 
-    def _finish(self, server_id: str, run_id: str) -> Any:
+    def _finish(self, server_id: str, run_id: str) -> None:
         values = self._join(server_id, run_id)
         run = self.client.runs.get(server_id, run_id)
         if run["status"] != "success":
             error = values.get("__error__") if isinstance(values, dict) else None
             detail = (error or {}).get("message") or run["status"]
             raise RemoteRunFailed(f"the run on LangGraph Server ended with: {detail}")
-        return values
 
     def _join(self, server_id: str, run_id: str) -> Any:
         """Wait for the run's end. A wait cut short (a timeout, a dropped connection) is

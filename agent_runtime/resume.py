@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from langgraph.types import StateSnapshot
 from sqlalchemy.orm import Session
 
 from agent_runtime import evidence, resume_checks
@@ -30,7 +29,7 @@ from agent_runtime.resume_records import (
     summary,
 )
 from agent_runtime.run_end import Told, audit_run_end, ended_with
-from agent_runtime.runtime import AgentRuntime
+from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.views import RunView, approval_view
 from agent_runtime.wire import build_resume, final_text
 from store.claim_repository import ClaimRepository
@@ -48,7 +47,7 @@ class Resumed:
     the run it ended with the request (to tell its thread; ``run_failed`` says why, if it
     failed), or nothing (not ours, or closed, or its run had already ended)."""
 
-    after: StateSnapshot | None = None
+    after: ThreadStop | None = None
     ended: RunView | None = None
     run_failed: str | None = None
 
@@ -112,13 +111,14 @@ class Resumer:
         if problem is not None:
             closed = self._finish(request, status=RequestStatus.INVALIDATED, outcome=problem)
             return NOTHING if closed is None else Resumed(ended=closed, run_failed=problem)
+        after: ThreadStop | None = None
         try:
             with self.claims.kept(request_id):
                 if pending is not None:
                     command = build_resume(pending, resume_decisions(request, self.policy))
-                    self.runtime.invoke(command, request.run_id)
+                    after = self.runtime.invoke(command, request.run_id)
                 elif before.next and not before.interrupts:
-                    self.runtime.invoke(None, request.run_id)  # finish the interrupted step
+                    after = self.runtime.invoke(None, request.run_id)  # the interrupted step
         except InvalidDecisions as exc:  # nothing will ever resume that interrupt
             reason = f"The agent could not be resumed: {exc}"
             return self._run_failed(request, outcome=f"not resumed: {exc}", reason=reason)
@@ -129,7 +129,8 @@ class Resumer:
                 request, outcome=failure, reason=f"The agent failed after the decision: {exc}"
             )
         fault_point("after_resume")
-        after = self.runtime.state(request.run_id)
+        if after is None:  # nothing was left to run
+            after = self.runtime.state(request.run_id)
         if pending is None:
             found = evidence.gaps(self.db, request, state=after)
             if found:
@@ -211,7 +212,7 @@ class Resumer:
         return NOTHING
 
     def _unconfirmed(
-        self, request: ApprovalRequest, *, state: StateSnapshot, found: list[evidence.Gap]
+        self, request: ApprovalRequest, *, state: ThreadStop, found: list[evidence.Gap]
     ) -> Resumed:
         """An approved action left no proof of having run: say so everywhere, never
         "resumed"."""

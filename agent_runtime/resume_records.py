@@ -4,14 +4,14 @@ request's outcome in one line, and the audit event of the request's end."""
 
 from __future__ import annotations
 
-from langgraph.types import StateSnapshot
 from sqlalchemy.orm import Session
 
 from agent_runtime.errors import InvalidDecisions
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, audit_text
 from agent_runtime.revisions import rejection_for_agent, revisions_left
-from agent_runtime.wire import ResumeDecision, tool_results
+from agent_runtime.runtime import ThreadStop
+from agent_runtime.wire import MESSAGES, ResumeDecision, tool_results
 from store.models import ApprovalRequest
 from store.repositories import AuditRepository
 from store.statuses import ActionOutcome, RequestStatus
@@ -47,11 +47,11 @@ def resume_decisions(request: ApprovalRequest, policy: Policy) -> list[ResumeDec
 
 
 def record_tool_outcomes(
-    s: Session, request: ApprovalRequest, state: StateSnapshot, *, policy: Policy
+    s: Session, request: ApprovalRequest, state: ThreadStop, *, policy: Policy
 ) -> None:
     """One audit event per reviewed call, with what the tool returned (a result, or a reject's
     reason, may quote an argument the policy keeps out of the audit)."""
-    messages = state.values.get("messages", [])
+    messages = state.values.get(MESSAGES, [])
     results = tool_results(messages, [a.tool_call_id for a in request.actions])
     if results:
         audit = AuditRepository(s)

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage
-from langgraph.types import StateSnapshot
 from sqlalchemy.orm import Session
 
 from agent_runtime.action_roles import ActionRoles
@@ -23,9 +22,10 @@ from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, build_request
 from agent_runtime.run_end import Told, fail_at_stop, lock_pending, record_run_end
-from agent_runtime.runtime import AgentRuntime
+from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
+    MESSAGES,
     PendingInterrupt,
     final_text,
     pending_interrupts,
@@ -108,7 +108,7 @@ class RunLifecycle:
             if run is not None:
                 run.thread_ts = thread_ts
 
-    def execute(self, run_id: str) -> StateSnapshot | None:
+    def execute(self, run_id: str) -> ThreadStop | None:
         """Run the agent to its first interrupt or its end; the state it stopped in, or
         ``None`` when there is nothing more to do (already started, or failed and told)."""
         with self.db.transaction() as s:
@@ -122,14 +122,13 @@ class RunLifecycle:
             logger.warning("run %s already has a checkpoint; not starting it again", run_id)
             return None
         try:
-            self.runtime.invoke({"messages": [HumanMessage(run.request_text)]}, run_id)
+            return self.runtime.invoke({MESSAGES: [HumanMessage(run.request_text)]}, run_id)
         except Exception as exc:
             logger.exception("run %s failed", run_id)
             self.fail(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
             return None
-        return self.runtime.state(run_id)
 
-    def record_stop(self, run_id: str, state: StateSnapshot | None = None) -> Iterator[str]:
+    def record_stop(self, run_id: str, state: ThreadStop | None = None) -> Iterator[str]:
         """After the graph stopped: its result, or its new interrupts with their cards.
 
         Lazy, one interrupt at a time: a request nothing was left to decide on (exempt, or
@@ -174,11 +173,11 @@ class RunLifecycle:
                 self.announcer.post_card(recorded.request_id)
 
     def _record_interrupt(
-        self, run_id: str, pending: PendingInterrupt, *, state: StateSnapshot
+        self, run_id: str, pending: PendingInterrupt, *, state: ThreadStop
     ) -> _Recorded | None:
         """The request of one interrupt (once), and whether it is decided and claimed (or
         the run was stopped instead)."""
-        messages = state.values.get("messages", [])
+        messages = state.values.get(MESSAGES, [])
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             # Locked, though every end of a run holds the thread lock too: a stop must never

@@ -9,11 +9,24 @@ both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
-from langgraph.types import StateSnapshot
+from langgraph.types import Interrupt, StateSnapshot
 
 from agent_runtime.catalog import ToolCatalog
+
+
+class ThreadStop(Protocol):
+    """Where a thread stopped: its values (messages as LangChain messages; every key of
+    ``wire.STOP_KEYS`` the state has, others maybe not) and its pending interrupts,
+    subgraphs' included (none: it ended). A ``StateSnapshot`` is one."""
+
+    @property
+    def values(self) -> Mapping[str, Any] | Any: ...
+
+    @property
+    def interrupts(self) -> tuple[Interrupt, ...]: ...
 
 
 class AgentRuntime(Protocol):
@@ -28,9 +41,10 @@ class AgentRuntime(Protocol):
     def has_checkpoint(self, thread_id: str) -> bool:
         """Whether the thread was ever started (a run is never started twice)."""
 
-    def invoke(self, payload: Any, thread_id: str) -> Any:
+    def invoke(self, payload: Any, thread_id: str) -> ThreadStop:
         """Run the thread to its next stop: the first input, a resume ``Command`` (bound to
-        its interrupt id), or ``None`` to finish an interrupted step."""
+        its interrupt id), or ``None`` to finish an interrupted step. Where it stopped, as
+        ``state`` would read it then."""
 
     def close(self) -> None:
         """Release connections."""

@@ -21,6 +21,10 @@ from agent_runtime.errors import InvalidDecisions, UnsupportedInterrupt
 InterruptKind = Literal["hitl_batch", "tool_approval", "review"]
 REVIEW_TYPE = "review"
 _DECISION_TYPES = frozenset({"approve", "edit", "reject", "respond"})
+MESSAGES = "messages"
+STOP_KEYS = (MESSAGES,)
+"""What the engine reads of a thread's values where it stopped: the messages, for its answer
+(``final_text``), the tool results, and the calls under review."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +261,7 @@ def tool_call_ids(messages: Sequence[Any], pending: PendingInterrupt) -> list[st
 
 def final_text(values: Mapping[str, Any]) -> str:
     """The run's answer: the last AI message's text."""
-    for message in reversed(values.get("messages", [])):
+    for message in reversed(values.get(MESSAGES, [])):
         if getattr(message, "type", None) == "ai":
             text = getattr(message, "text", None)
             content = text if isinstance(text, str) else message.content

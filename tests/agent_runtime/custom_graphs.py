@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, TypedDict
+import operator
+from typing import Annotated, Any, TypedDict
 
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
@@ -369,3 +372,59 @@ def review_of_a_date(checkpointer):  # type: ignore[no-untyped-def]
     graph.add_edge(START, "review")
     graph.add_edge("review", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+class Wide(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    answer: str
+    notes: Annotated[list[str], operator.add]
+
+
+def _twice(state: Wide) -> Wide:
+    """Two interrupts in one node: the first resume runs it again and stops at the second."""
+    first = str(interrupt({"kind": "free-form", "question": "first?"}))
+    second = str(interrupt({"kind": "free-form", "question": first}))
+    # Ids of their own: LangGraph gives a message without one a new id at every read of a
+    # step that ended partly (the parallel nodes below), so no two reads would compare equal.
+    return {"messages": [AIMessage(f"{first}, {second}", id="twice")], "answer": first}
+
+
+def _side(name: str):  # type: ignore[no-untyped-def]
+    def ask(state: Wide) -> Wide:
+        said = f"{name}: {interrupt({'kind': 'free-form', 'question': name})}"
+        return {"messages": [AIMessage(said, id=name)], "notes": [said]}
+
+    return ask
+
+
+def stops_graph(checkpointer, *, output_schema=None):  # type: ignore[no-untyped-def]
+    """Two interrupts in one node, then two parallel nodes that each interrupt (answered one
+    at a time), then an end: each kind of place a thread may stop at."""
+    graph = StateGraph(Wide, output_schema=output_schema)
+    graph.add_node("twice", _twice)
+    graph.add_node("left", _side("left"))
+    graph.add_node("right", _side("right"))
+    graph.add_edge(START, "twice")
+    graph.add_edge("twice", "left")
+    graph.add_edge("twice", "right")
+    graph.add_edge("left", END)
+    graph.add_edge("right", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+class _MessagesOnly(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class _AnswerOnly(TypedDict, total=False):
+    answer: str
+
+
+def messages_output_graph(checkpointer):  # type: ignore[no-untyped-def]
+    """``stops_graph`` whose output is its messages alone (as an agent's often is)."""
+    return stops_graph(checkpointer, output_schema=_MessagesOnly)
+
+
+def answer_output_graph(checkpointer):  # type: ignore[no-untyped-def]
+    """``stops_graph`` whose output leaves its messages out."""
+    return stops_graph(checkpointer, output_schema=_AnswerOnly)

@@ -11,6 +11,7 @@ from sqlalchemy import event, select
 from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.errors import AgentLoadError, NotPermitted
 from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.wire import final_text
 from store.audit_models import AuditEvent
 from store.models import Action, ApprovalRequest, Run
 from tests.agent_runtime.engine_env import (
@@ -266,3 +267,27 @@ def test_a_resume_that_ends_its_run_records_both_ends_in_one_transaction(env):
         kinds = list(s.scalars(select(AuditEvent.kind).order_by(AuditEvent.id)))
     assert kinds[-2:] == ["resumed", "run_completed"], kinds
     assert [r.id for r in env.notes.finished] == [run_id]
+
+
+def test_a_resume_reads_the_thread_once_before_it_and_takes_where_it_stopped_from_the_run(env):
+    """The check before a resume reads the checkpoint; where the resume left the thread (its
+    end, or its next interrupt with a new card) comes with the run's own output, not from a
+    second read of the checkpoint on the reviewer's wait."""
+    run_id, action_id = paused_run(env)
+    reads: list[str] = []
+    read = env.runtime.state
+
+    def counted(thread_id: str):  # type: ignore[no-untyped-def]
+        reads.append(thread_id)
+        return read(thread_id)
+
+    env.runtime.state = counted  # type: ignore[method-assign]
+    decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    assert reads == [run_id]
+    answer = final_text(read(run_id).values)  # the agent's last word, as the checkpoint has it
+    assert answer != final_text({})
+    with env.db.transaction() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        assert (run.status, run.result_text) == ("completed", answer)
+    assert [(r.id, r.result_text) for r in env.notes.finished] == [(run_id, answer)]

@@ -16,6 +16,7 @@ from agent_runtime.agents.workspace import Workspace
 from agent_runtime.errors import AgentLoadError
 from agent_runtime.graph_runtime import close_checkpointer, open_runtime, resolve_model
 from agent_runtime.policy import load_policy
+from agent_runtime.wire import STOP_KEYS
 from tests.agent_runtime import custom_graphs
 
 GRAPHS = "tests.agent_runtime.custom_graphs"
@@ -73,12 +74,12 @@ def pause_then_resume_after_a_restart(open_agent, spec: str) -> None:  # type: i
     A graph keeping its own (in-memory) checkpoints would have nothing to resume."""
     first = open_agent(spec)
     paused = first.invoke({}, "thread-1")
-    assert [i.value for i in paused["__interrupt__"]] == [QUESTION]
+    assert [i.value for i in paused.interrupts] == [QUESTION]
     assert first.has_checkpoint("thread-1")
 
     again = open_agent(spec)
     assert again.state("thread-1").next == ("ask",)
-    assert again.invoke(Command(resume="because"), "thread-1") == {"answer": "because"}
+    assert again.invoke(Command(resume="because"), "thread-1").values == {"answer": "because"}
     assert again.state("thread-1").next == ()
 
 
@@ -98,10 +99,11 @@ def test_each_entry_point_shape_pauses_and_resumes_on_the_bots_checkpointer(open
 
 def test_a_pause_inside_a_subgraph_is_resumed_after_a_restart(open_agent):
     first = open_agent(f"{GRAPHS}:NESTED_GRAPH")
-    (paused,) = first.invoke({}, "thread-1")["__interrupt__"]
+    (paused,) = first.invoke({}, "thread-1").interrupts
     again = open_agent(f"{GRAPHS}:NESTED_GRAPH")
     assert [i.id for i in again.state("thread-1").interrupts] == [paused.id]
-    assert again.invoke(Command(resume={paused.id: "because"}), "thread-1") == {"answer": "because"}
+    done = again.invoke(Command(resume={paused.id: "because"}), "thread-1")
+    assert (done.values, done.interrupts) == ({"answer": "because"}, ())
     assert again.state("thread-1").next == ()
     assert custom_graphs.NESTED_GRAPH.checkpointer is None
 
@@ -251,3 +253,42 @@ def test_a_graph_the_gate_cannot_be_handed_to_is_named_at_start(caplog, spec, wa
     said = [r.getMessage() for r in caplog.records if "point-of-effect gate" in r.getMessage()]
     assert bool(said) is warned
     assert all(m.startswith(f"AGENT {spec!r}") for m in said)
+
+
+APPROVE = {"decisions": [{"type": "approve"}]}
+
+
+@pytest.mark.parametrize(
+    ("spec", "first", "answer", "stops"),
+    [
+        # two interrupts in one node, two parallel ones answered one at a time, the end
+        (f"{GRAPHS}:stops_graph", {}, None, [1, 1, 2, 1, 0]),
+        (f"{GRAPHS}:messages_output_graph", {}, None, [1, 1, 2, 1, 0]),  # output: messages
+        (f"{GRAPHS}:answer_output_graph", {}, None, [1, 1, 2, 1, 0]),  # read back
+        (f"{GRAPHS}:NESTED_GRAPH", {}, None, [1, 0]),  # inside a subgraph
+        ("bench.slow_graph:build_graph", "messages", APPROVE, [1, 0]),  # messages, a tool
+    ],
+)
+def test_where_a_run_stopped_is_what_the_checkpoint_says(open_agent, spec, first, answer, stops):
+    """The engine takes what it reads of a thread after a run (``STOP_KEYS`` and the
+    interrupts) from the run itself: it must be what reading the checkpoint back gives,
+    wherever the thread stopped."""
+    from langchain_core.messages import HumanMessage
+
+    runtime = open_agent(spec)
+    payload = {"messages": [HumanMessage("change tool_seconds=0")]} if first == "messages" else {}
+    stop = runtime.invoke(payload, "thread-1")
+    seen = []
+    while True:
+        state = runtime.state("thread-1")
+        assert [stop.values.get(k) for k in STOP_KEYS] == [state.values.get(k) for k in STOP_KEYS]
+        assert [(i.id, i.value) for i in stop.interrupts] == [
+            (i.id, i.value) for i in state.interrupts
+        ]
+        seen.append(len(stop.interrupts))
+        if not stop.interrupts or len(seen) > len(stops):
+            break
+        waiting = stop.interrupts[0]
+        resume = answer if answer is not None else f"answer {len(seen)}"
+        stop = runtime.invoke(Command(resume={waiting.id: resume}), "thread-1")
+    assert seen == stops

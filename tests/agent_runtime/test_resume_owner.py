@@ -41,8 +41,9 @@ class FakeThread:
             created_at=utcnow() if self.created else None, interrupts=(), next=(), values={}
         )
 
-    def invoke(self, payload: Any, thread_id: str) -> None:
+    def invoke(self, payload: Any, thread_id: str) -> Any:
         self.invoked.append(payload)
+        return self.state(thread_id)
 
 
 @dataclass
