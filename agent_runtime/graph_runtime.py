@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.pregel import Pregel
-from langgraph.types import Interrupt, StateSnapshot
+from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
@@ -33,7 +33,7 @@ from agent_runtime.gate import EffectGate
 from agent_runtime.offline_model import OfflineChatModel
 from agent_runtime.policy import Policy
 from agent_runtime.runtime import ThreadStop
-from agent_runtime.wire import STOP_KEYS
+from agent_runtime.stops import OutputStops
 from agent_runtime.workflow_audit import workflow_audit
 from store.engines import is_sqlite, sqlite_path
 
@@ -173,15 +173,6 @@ def _require_key(spec: str, package: str, kwargs: Mapping[str, Any]) -> None:
         raise AgentLoadError(f"AGENT_MODEL {spec!r} needs {known[1]} in the environment")
 
 
-@dataclass(frozen=True)
-class Stopped:
-    """Where a run stopped, as its own output tells it (a ``ThreadStop``): the output's
-    values (``STOP_KEYS`` among them) and the interrupts pending."""
-
-    values: dict[str, Any]
-    interrupts: tuple[Interrupt, ...]
-
-
 @dataclass
 class GraphRuntime:
     """The compiled graph and how to address one run's thread in it."""
@@ -190,9 +181,11 @@ class GraphRuntime:
     checkpointer: BaseCheckpointSaver
     catalog: ToolCatalog = field(default_factory=ToolCatalog)
     recursion_limit: int = 50
+    stops: OutputStops | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.catalog.add_graph(self.graph)
+        self.stops = OutputStops.of(self.graph)
 
     def config(self, thread_id: str) -> RunnableConfig:
         return RunnableConfig(
@@ -205,23 +198,12 @@ class GraphRuntime:
     def has_checkpoint(self, thread_id: str) -> bool:
         return self.checkpointer.get_tuple(self.config(thread_id)) is not None
 
-    def invoke(self, payload: Any, thread_id: str) -> ThreadStop:
+    def invoke(self, payload: Any, thread_id: str) -> ThreadStop | None:
         """Run the graph, every step saved before the next starts: a crash inside a tool must
-        not lose the step that an approved action belongs to. Where it stopped comes with
-        the run's output (no second read of the checkpoint on a reviewer's wait) when that
-        output holds what the engine reads (``STOP_KEYS``); else it is read back."""
-        out = self.graph.invoke(payload, self.config(thread_id), durability="sync", version="v2")
-        if self._output_tells_stop and isinstance(out.value, dict):
-            return Stopped(values=out.value, interrupts=tuple(out.interrupts))
-        return self.state(thread_id)  # e.g. a resume that stopped before any step ended
-
-    @property
-    def _output_tells_stop(self) -> bool:
-        """Whether the graph outputs every key of ``STOP_KEYS`` that its state has."""
-        output, state = self.graph.output_channels, self.graph.stream_channels_asis
-        outputs = {output} if isinstance(output, str) else set(output)
-        states = {state} if isinstance(state, str) else set(state)
-        return states.intersection(STOP_KEYS) <= outputs
+        not lose the step that an approved action belongs to. Where it stopped, when its
+        output tells it (``OutputStops``)."""
+        output = self.graph.invoke(payload, self.config(thread_id), durability="sync")
+        return self.stops.stop(output) if self.stops is not None else None
 
     def close(self) -> None:
         close_checkpointer(self.checkpointer)

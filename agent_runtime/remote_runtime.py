@@ -52,7 +52,6 @@ from agent_runtime.remote_state import (
     run_config,
     snapshot_of,
 )
-from agent_runtime.runtime import ThreadStop
 from agent_runtime.workflow_audit import workflow_audit
 
 logger = logging.getLogger(__name__)
@@ -111,11 +110,10 @@ class RemoteRuntime:
             return False
         return True
 
-    def invoke(self, payload: Any, thread_id: str) -> ThreadStop:
-        """Run on the server to the thread's next stop, then read it there (a run's output
-        does not say which interrupts are pending)."""
+    def invoke(self, payload: Any, thread_id: str) -> None:
+        """Run on the server to the thread's next stop (read it with ``state``: a run's
+        output does not say which interrupts are pending)."""
         self._run(payload, thread_id)
-        return self.state(thread_id)
 
     def _run(self, payload: Any, thread_id: str) -> None:
         server_id = server_thread_id(thread_id)

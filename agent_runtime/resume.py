@@ -129,7 +129,7 @@ class Resumer:
                 request, outcome=failure, reason=f"The agent failed after the decision: {exc}"
             )
         fault_point("after_resume")
-        if after is None:  # nothing was left to run
+        if after is None:  # nothing was left to run, or the run did not tell where it stopped
             after = self.runtime.state(request.run_id)
         if pending is None:
             found = evidence.gaps(self.db, request, state=after)

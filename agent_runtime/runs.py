@@ -122,11 +122,12 @@ class RunLifecycle:
             logger.warning("run %s already has a checkpoint; not starting it again", run_id)
             return None
         try:
-            return self.runtime.invoke({MESSAGES: [HumanMessage(run.request_text)]}, run_id)
+            stop = self.runtime.invoke({MESSAGES: [HumanMessage(run.request_text)]}, run_id)
         except Exception as exc:
             logger.exception("run %s failed", run_id)
             self.fail(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
             return None
+        return stop if stop is not None else self.runtime.state(run_id)
 
     def record_stop(self, run_id: str, state: ThreadStop | None = None) -> Iterator[str]:
         """After the graph stopped: its result, or its new interrupts with their cards.

@@ -41,10 +41,11 @@ class AgentRuntime(Protocol):
     def has_checkpoint(self, thread_id: str) -> bool:
         """Whether the thread was ever started (a run is never started twice)."""
 
-    def invoke(self, payload: Any, thread_id: str) -> ThreadStop:
+    def invoke(self, payload: Any, thread_id: str) -> ThreadStop | None:
         """Run the thread to its next stop: the first input, a resume ``Command`` (bound to
         its interrupt id), or ``None`` to finish an interrupted step. Where it stopped, as
-        ``state`` would read it then."""
+        ``state`` would read it then, if the run itself tells it; ``None``: the caller reads
+        it with ``state`` (a failed read is not a failed run)."""
 
     def close(self) -> None:
         """Release connections."""

@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.constants import TAG_HIDDEN
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -428,3 +429,31 @@ def messages_output_graph(checkpointer):  # type: ignore[no-untyped-def]
 def answer_output_graph(checkpointer):  # type: ignore[no-untyped-def]
     """``stops_graph`` whose output leaves its messages out."""
     return stops_graph(checkpointer, output_schema=_AnswerOnly)
+
+
+def hidden_stops_graph(checkpointer):  # type: ignore[no-untyped-def]
+    """``stops_graph`` tagged hidden: LangGraph streams nothing of its tasks, interrupts
+    included."""
+    return stops_graph(checkpointer).with_config(tags=[TAG_HIDDEN])
+
+
+def review_then_answer(checkpointer, **_offers):  # type: ignore[no-untyped-def]
+    """A reviewed send, in a graph whose output is its answer alone (its messages are not in
+    it): where a run stopped is read back from the checkpoint."""
+
+    def act(state: Wide) -> Wide:
+        args = {"recipient": "a@example.com", "text": "hi"}
+        request = {
+            "action_requests": [{"name": "send_external_message", "args": args}],
+            "review_configs": [
+                {"action_name": "send_external_message", "allowed_decisions": ["approve"]}
+            ],
+        }
+        answer = str(interrupt(request)["decisions"][0]["type"])
+        return {"messages": [AIMessage(f"the send was {answer}d", id="answer")], "answer": answer}
+
+    graph = StateGraph(Wide, output_schema=_AnswerOnly)
+    graph.add_node("act", act)
+    graph.add_edge(START, "act")
+    graph.add_edge("act", END)
+    return graph.compile(checkpointer=checkpointer)

@@ -291,3 +291,32 @@ def test_a_resume_reads_the_thread_once_before_it_and_takes_where_it_stopped_fro
         assert run is not None
         assert (run.status, run.result_text) == ("completed", answer)
     assert [(r.id, r.result_text) for r in env.notes.finished] == [(run_id, answer)]
+
+
+def test_a_failed_read_of_where_a_resume_stopped_leaves_it_to_recovery(tmp_path):
+    """The resume ran; reading where it left the thread failed (the store went away for a
+    moment). That is not a failed run: the request stays claimed, and its lease running out
+    has it finished by recovery, as a crash would."""
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_then_answer")
+    try:
+        run_id, action_id = paused_run(env)
+        read = env.runtime.state
+        reads: list[str] = []
+
+        def flaky(thread_id: str):  # type: ignore[no-untyped-def]
+            reads.append(thread_id)
+            if len(reads) > 1:  # the check before the resume reads it once
+                raise ConnectionError("the checkpoint store went away")
+            return read(thread_id)
+
+        env.runtime.state = flaky  # type: ignore[method-assign]
+        with pytest.raises(ConnectionError):
+            decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+        with env.db.transaction() as s:
+            run = s.get(Run, run_id)
+            request = s.scalars(select(ApprovalRequest)).one()
+            assert run is not None and (request.status, run.status) == ("resuming", "waiting")
+        assert env.notes.finished == []
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()

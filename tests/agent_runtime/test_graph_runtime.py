@@ -69,17 +69,23 @@ def open_agent(tmp_path):  # type: ignore[no-untyped-def]
         close_checkpointer(runtime.checkpointer)
 
 
+def run_to_stop(runtime, payload, thread: str = "thread-1"):  # type: ignore[no-untyped-def]
+    """Where the run stopped, as the engine takes it: told by the run, or read back."""
+    stop = runtime.invoke(payload, thread)
+    return stop if stop is not None else runtime.state(thread)
+
+
 def pause_then_resume_after_a_restart(open_agent, spec: str) -> None:  # type: ignore[no-untyped-def]
     """The pause is saved where the bot keeps runs: a restarted bot finds it and resumes it.
     A graph keeping its own (in-memory) checkpoints would have nothing to resume."""
     first = open_agent(spec)
-    paused = first.invoke({}, "thread-1")
+    paused = run_to_stop(first, {})
     assert [i.value for i in paused.interrupts] == [QUESTION]
     assert first.has_checkpoint("thread-1")
 
     again = open_agent(spec)
     assert again.state("thread-1").next == ("ask",)
-    assert again.invoke(Command(resume="because"), "thread-1").values == {"answer": "because"}
+    assert run_to_stop(again, Command(resume="because")).values == {"answer": "because"}
     assert again.state("thread-1").next == ()
 
 
@@ -99,10 +105,10 @@ def test_each_entry_point_shape_pauses_and_resumes_on_the_bots_checkpointer(open
 
 def test_a_pause_inside_a_subgraph_is_resumed_after_a_restart(open_agent):
     first = open_agent(f"{GRAPHS}:NESTED_GRAPH")
-    (paused,) = first.invoke({}, "thread-1").interrupts
+    (paused,) = run_to_stop(first, {}).interrupts
     again = open_agent(f"{GRAPHS}:NESTED_GRAPH")
     assert [i.id for i in again.state("thread-1").interrupts] == [paused.id]
-    done = again.invoke(Command(resume={paused.id: "because"}), "thread-1")
+    done = run_to_stop(again, Command(resume={paused.id: "because"}))
     assert (done.values, done.interrupts) == ({"answer": "because"}, ())
     assert again.state("thread-1").next == ()
     assert custom_graphs.NESTED_GRAPH.checkpointer is None
@@ -258,37 +264,48 @@ def test_a_graph_the_gate_cannot_be_handed_to_is_named_at_start(caplog, spec, wa
 APPROVE = {"decisions": [{"type": "approve"}]}
 
 
+def _interrupts(stop):  # type: ignore[no-untyped-def]
+    return sorted((i.id, repr(i.value)) for i in stop.interrupts)
+
+
+BENCH_GRAPH = "bench.slow_graph:build_graph"
+
+
 @pytest.mark.parametrize(
-    ("spec", "first", "answer", "stops"),
+    ("spec", "stops", "told"),
     [
         # two interrupts in one node, two parallel ones answered one at a time, the end
-        (f"{GRAPHS}:stops_graph", {}, None, [1, 1, 2, 1, 0]),
-        (f"{GRAPHS}:messages_output_graph", {}, None, [1, 1, 2, 1, 0]),  # output: messages
-        (f"{GRAPHS}:answer_output_graph", {}, None, [1, 1, 2, 1, 0]),  # read back
-        (f"{GRAPHS}:NESTED_GRAPH", {}, None, [1, 0]),  # inside a subgraph
-        ("bench.slow_graph:build_graph", "messages", APPROVE, [1, 0]),  # messages, a tool
+        (f"{GRAPHS}:stops_graph", [1, 1, 2, 1, 0], True),
+        (f"{GRAPHS}:messages_output_graph", [1, 1, 2, 1, 0], True),
+        # its output leaves the messages out; its tasks are hidden from its output: read back
+        (f"{GRAPHS}:answer_output_graph", [1, 1, 2, 1, 0], False),
+        (f"{GRAPHS}:hidden_stops_graph", [1, 1, 2, 1, 0], False),
+        (f"{GRAPHS}:NESTED_GRAPH", [1, 0], True),  # inside a subgraph
+        (BENCH_GRAPH, [1, 0], True),  # messages, a reviewed tool call
     ],
 )
-def test_where_a_run_stopped_is_what_the_checkpoint_says(open_agent, spec, first, answer, stops):
+def test_where_a_run_stopped_is_what_the_checkpoint_says(open_agent, spec, stops, told):
     """The engine takes what it reads of a thread after a run (``STOP_KEYS`` and the
-    interrupts) from the run itself: it must be what reading the checkpoint back gives,
-    wherever the thread stopped."""
+    pending interrupts) from the run itself when its output can tell it: it must be what
+    reading the checkpoint back gives, wherever the thread stopped."""
     from langchain_core.messages import HumanMessage
 
     runtime = open_agent(spec)
-    payload = {"messages": [HumanMessage("change tool_seconds=0")]} if first == "messages" else {}
-    stop = runtime.invoke(payload, "thread-1")
+    bench = spec == BENCH_GRAPH
+    stop = runtime.invoke(
+        {"messages": [HumanMessage("change tool_seconds=0")]} if bench else {}, "thread-1"
+    )
     seen = []
     while True:
+        assert (stop is not None) == told
         state = runtime.state("thread-1")
+        stop = stop if stop is not None else state
         assert [stop.values.get(k) for k in STOP_KEYS] == [state.values.get(k) for k in STOP_KEYS]
-        assert [(i.id, i.value) for i in stop.interrupts] == [
-            (i.id, i.value) for i in state.interrupts
-        ]
+        assert _interrupts(stop) == _interrupts(state)
         seen.append(len(stop.interrupts))
         if not stop.interrupts or len(seen) > len(stops):
             break
         waiting = stop.interrupts[0]
-        resume = answer if answer is not None else f"answer {len(seen)}"
+        resume = APPROVE if bench else f"answer {len(seen)}"
         stop = runtime.invoke(Command(resume={waiting.id: resume}), "thread-1")
     assert seen == stops

@@ -41,9 +41,8 @@ class FakeThread:
             created_at=utcnow() if self.created else None, interrupts=(), next=(), values={}
         )
 
-    def invoke(self, payload: Any, thread_id: str) -> Any:
+    def invoke(self, payload: Any, thread_id: str) -> None:
         self.invoked.append(payload)
-        return self.state(thread_id)
 
 
 @dataclass
