@@ -1,7 +1,8 @@
 """The edit modal, generated from the tool's argument schema (JSON schema), and its parsing.
 
-string -> text input (multiline when long), enum -> select, boolean -> radio buttons,
-integer/number -> number input, arrays and objects -> JSON text input. The tool name is fixed.
+string -> text input (multiline when long), enum -> select (a text input past the 100 options a
+select holds; an optional one can be left out), boolean -> radio buttons, integer/number ->
+number input, arrays and objects -> JSON text input. The tool name is fixed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from bot.text import has_hidden_characters, plain_text
 
 MAX_FIELDS = 90
 INPUT_MAX = 3000
+MAX_CHOICES = 99
+"""A select holds 100 options, one of them maybe "leave it out"; more choices are typed (and
+checked by the tool's schema)."""
+OPTION_VALUE_MAX = 150
 _TRUE, _FALSE = "true", "false"
+_DIGEST = "#"
+"""Starts an option value naming a choice too long to be one by its digest (JSON never does)."""
+_LEAVE_OUT = "!leave-out"
+"""The option leaving an optional argument out (not JSON, not a digest)."""
+_OMIT = object()
 
 
 def _kind(prop: Any) -> tuple[str, dict[str, Any]]:
@@ -32,7 +42,7 @@ def _kind(prop: Any) -> tuple[str, dict[str, Any]]:
     if len(options) == 1:
         prop = {**options[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
     if "enum" in prop or "const" in prop:
-        return "enum", prop
+        return ("enum" if len(_choices(prop)) <= MAX_CHOICES else "typed_enum"), prop
     return {
         "string": "string",
         "boolean": "boolean",
@@ -48,21 +58,46 @@ def field_block_id(name: str) -> str:
     return f"{BlockId.EDIT_FIELD_PREFIX}#{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
-def _element(kind: str, prop: dict[str, Any], value: Any) -> dict[str, Any] | None:
+def _choices(prop: dict[str, Any]) -> list[Any]:
+    choices = prop.get("enum")
+    return list(choices) if isinstance(choices, list) and choices else [prop.get("const")]
+
+
+def _option_value(choice: Any) -> str:
+    """The choice's JSON, or past what an option value holds, its digest."""
+    text = json.dumps(choice)
+    if len(text) <= OPTION_VALUE_MAX:
+        return text
+    return _DIGEST + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _select(prop: dict[str, Any], value: Any, *, optional: bool) -> dict[str, Any]:
+    options = [{"text": plain_text(str(c), 75), "value": _option_value(c)} for c in _choices(prop)]
+    selected = next((o for o in options if o["value"] == _option_value(value)), None)
+    if optional:  # Slack cannot clear a select once picked
+        options.append(
+            {"text": plain_text("(leave it out: the tool's default)", 75), "value": _LEAVE_OUT}
+        )
+    element: dict[str, Any] = {"type": "static_select", "options": options}
+    if selected:
+        element["initial_option"] = selected
+    return element
+
+
+def _element(
+    kind: str, prop: dict[str, Any], value: Any, *, optional: bool
+) -> dict[str, Any] | None:
     if kind == "enum":
-        choices = prop.get("enum") or [prop.get("const")]
-        options = [{"text": plain_text(str(c), 75), "value": json.dumps(c)} for c in choices[:100]]
-        element: dict[str, Any] = {"type": "static_select", "options": options}
-        selected = next((o for o in options if o["value"] == json.dumps(value)), None)
-        if selected:
-            element["initial_option"] = selected
-        return element
+        return _select(prop, value, optional=optional)
+    if kind == "typed_enum":  # as its own text when every choice is a string, else JSON
+        strings = all(isinstance(c, str) for c in _choices(prop))
+        kind = "string" if strings else "json"
     if kind == "boolean":
         options = [
             {"text": {"type": "plain_text", "text": "Yes"}, "value": _TRUE},
             {"text": {"type": "plain_text", "text": "No"}, "value": _FALSE},
         ]
-        element = {"type": "radio_buttons", "options": options}
+        element: dict[str, Any] = {"type": "radio_buttons", "options": options}
         if isinstance(value, bool):
             element["initial_option"] = options[0] if value else options[1]
         return element
@@ -104,7 +139,8 @@ def edit_modal(
     kept: list[str] = []
     for name, prop in list(properties.items())[:MAX_FIELDS]:
         kind, resolved = _kind(prop)
-        element = _element(kind, resolved, current.get(name, resolved.get("default")))
+        value = current.get(name, resolved.get("default"))
+        element = _element(kind, resolved, value, optional=name not in required)
         if element is None:
             kept.append(name)
             continue
@@ -150,14 +186,16 @@ def parse_edit(
         block = field_block_id(name)
         if block not in values:
             continue
-        kind, _ = _kind(prop)
+        kind, resolved = _kind(prop)
         raw = values[block].get(InputId.VALUE, {})
         try:
-            parsed, present = _parse_value(kind, raw)
+            parsed, present = _parse_value(kind, raw, resolved)
         except ValueError as exc:
             errors[block] = str(exc)
             continue
-        if present:
+        if parsed is _OMIT:
+            args.pop(name, None)  # an optional choice left out
+        elif present:
             args[name] = parsed
         elif kind not in ("enum", "boolean"):
             args.pop(name, None)  # a text field emptied
@@ -166,13 +204,27 @@ def parse_edit(
     return args, errors
 
 
-def _parse_value(kind: str, raw: dict[str, Any]) -> tuple[Any, bool]:
+def _picked(value: str, prop: dict[str, Any]) -> Any:
+    """The choice an option names: left out, by its digest, or its JSON."""
+    if value == _LEAVE_OUT:
+        return _OMIT
+    if value.startswith(_DIGEST):
+        named = [c for c in _choices(prop) if _option_value(c) == value]
+        if not named:  # drawn from a schema the tool no longer has
+            raise ValueError("That choice is no longer offered: pick one again.")
+        return named[0]
+    return _json(value)
+
+
+def _parse_value(kind: str, raw: dict[str, Any], prop: dict[str, Any]) -> tuple[Any, bool]:
     if kind in ("enum", "boolean"):
         option = raw.get("selected_option")
         if not option:
             return None, False
-        value = option.get("value")
-        return (value == _TRUE, True) if kind == "boolean" else (_json(value), True)
+        value = str(option.get("value"))
+        return (value == _TRUE, True) if kind == "boolean" else (_picked(value, prop), True)
+    if kind == "typed_enum":
+        kind = "string" if all(isinstance(c, str) for c in _choices(prop)) else "json"
     text = raw.get("value")
     if text is None or text == "":
         return None, False

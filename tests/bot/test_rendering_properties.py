@@ -297,13 +297,14 @@ def test_a_schema_whose_properties_are_booleans_gets_json_fields():
 
 def test_a_choice_the_modal_could_not_show_is_kept_not_dropped():
     """A select or a yes/no shows no choice when the current value is not one of those offered
-    (beyond the first 100, or not valid): submitting the form without touching it keeps the
-    value, so the reviewer approves only what they changed."""
+    (not valid): submitting the form without touching it keeps the value, so the reviewer
+    approves only what they changed."""
     schema = {
         "properties": {
-            "region": {"enum": [f"r{n}" for n in range(150)]},
+            "region": {"enum": [f"r{n}" for n in range(50)]},
             "notify": {"type": "boolean"},
-        }
+        },
+        "required": ["region", "notify"],
     }
     current = {"region": "r120", "notify": "yes"}
     modal = edit_modal(action_id="act_1", tool_name="t", schema=schema, current=current)
@@ -318,3 +319,78 @@ def test_a_choice_the_modal_could_not_show_is_kept_not_dropped():
     }
     args, errors = parse_edit({"state": state}, schema=schema, current=current)
     assert errors == {} and args == current
+
+
+def _widgets(modal: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    View(**modal).validate_json()
+    return {b["block_id"]: b["element"] for b in modal["blocks"] if b["type"] == "input"}
+
+
+def _picked(element: dict[str, Any], option: dict[str, Any] | None) -> dict[str, Any]:
+    return {"value": {"type": element["type"], "selected_option": option}}
+
+
+def test_a_choice_longer_than_a_slack_option_holds_is_offered_and_taken_whole():
+    """Slack refuses a select whose option value is over 150 characters (the whole modal
+    would not open): such a choice is offered under a digest of itself and read back whole."""
+    long = "deploy to " + "eu-west-1, " * 20
+    schema = {"properties": {"target": {"enum": ["staging", long]}}, "required": ["target"]}
+    current = {"target": "staging"}
+    select = _widgets(edit_modal(action_id="a", tool_name="t", schema=schema, current=current))[
+        "arg:target"
+    ]
+    offered = {o["text"]["text"][:10]: o for o in select["options"]}
+    assert all(len(o["value"]) <= 150 for o in select["options"])
+    state = {"values": {"arg:target": _picked(select, offered[long[:10]])}}
+    assert parse_edit({"state": state}, schema=schema, current=current) == ({"target": long}, {})
+
+    # Drawn from a schema that offered a choice the tool no longer has: an error, not a guess.
+    gone = {"properties": {"target": {"enum": ["staging", long + "!"]}}}
+    _args, errors = parse_edit({"state": state}, schema=gone, current=current)
+    assert set(errors) == {"arg:target"} and "no longer" in errors["arg:target"]
+
+
+def test_more_choices_than_a_select_holds_are_typed_and_checked_by_the_schema():
+    """A select holds 100 options: a reviewer could not pick the others, nor see the current
+    one among them. More choices than that are a text field holding the current value."""
+    schema = {
+        "properties": {
+            "region": {"enum": [f"r{n}" for n in range(150)]},
+            "level": {"enum": [1, 2]},
+        },
+        "required": ["region"],
+    }
+    current = {"region": "r120", "level": 2}
+    field = _widgets(edit_modal(action_id="a", tool_name="t", schema=schema, current=current))[
+        "arg:region"
+    ]
+    assert (field["type"], field["initial_value"]) == ("plain_text_input", "r120")
+    typed = {"values": {"arg:region": {"value": {"type": "plain_text_input", "value": "r130"}}}}
+    assert parse_edit({"state": typed}, schema=schema, current=current) == (
+        {"region": "r130", "level": 2},
+        {},
+    )
+    numbers = {"properties": {"n": {"enum": list(range(120))}}}
+    field = _widgets(edit_modal(action_id="a", tool_name="t", schema=numbers, current={"n": 7}))[
+        "arg:n"
+    ]
+    assert field["initial_value"] == "7"
+    typed = {"values": {"arg:n": {"value": {"type": "plain_text_input", "value": "99"}}}}
+    assert parse_edit({"state": typed}, schema=numbers, current={"n": 7}) == ({"n": 99}, {})
+
+
+def test_an_optional_choice_can_be_left_out_and_a_required_one_cannot():
+    """Slack cannot clear a select once something is picked: an optional argument offers
+    leaving it out (the tool's default then applies); a required one does not."""
+    schema = {
+        "properties": {"channel": {"enum": ["public", "internal"]}, "mode": {"enum": ["a", "b"]}},
+        "required": ["mode"],
+    }
+    current = {"channel": "internal", "mode": "a"}
+    widgets = _widgets(edit_modal(action_id="a", tool_name="t", schema=schema, current=current))
+    channel, mode = widgets["arg:channel"], widgets["arg:mode"]
+    assert len(channel["options"]) == 3 and len(mode["options"]) == 2
+    leave_out = channel["options"][-1]
+    assert "leave" in leave_out["text"]["text"].lower()
+    state = {"values": {"arg:channel": _picked(channel, leave_out)}}
+    assert parse_edit({"state": state}, schema=schema, current=current) == ({"mode": "a"}, {})
