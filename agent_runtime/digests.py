@@ -83,8 +83,11 @@ class DigestPoster:
             channels = DigestRepository(s).due_channels(waited_since=now - every)
         posted = 0
         for channel in channels:
-            for digest_id in self._create(channel, now=now):
-                posted += self._post(digest_id, look_first=False)
+            try:
+                for digest_id in self._create(channel, now=now):
+                    posted += self._post(digest_id, look_first=False)
+            except Exception:  # one channel's digest must not keep the others from theirs
+                logger.exception("could not post the digest of %s; tried again later", channel)
         return posted
 
     def _create(self, channel: str, *, now: dt.datetime) -> list[str]:
@@ -160,11 +163,14 @@ class DigestPoster:
             candidates = DigestRepository(s).unposted(now=now)
         done = 0
         for digest_id in candidates:
-            with self.db.transaction() as s:
-                won = DigestRepository(s).claim_post(digest_id, now=now, until=now + self.lease)
-            if won:
-                self._post(digest_id, look_first=True)
-                done += 1
+            try:
+                with self.db.transaction() as s:
+                    won = DigestRepository(s).claim_post(digest_id, now=now, until=now + self.lease)
+                if won:
+                    self._post(digest_id, look_first=True)
+                    done += 1
+            except Exception:  # as for cards: one must not keep the others from their post
+                logger.exception("could not post digest %s; tried again later", digest_id)
         return done
 
     def show_for_request(self, request_id: str) -> None:
@@ -210,7 +216,13 @@ class DigestPoster:
         """Redraw posted digests whose message shows an older state (a crash in between)."""
         with self.db.transaction() as s:
             candidates = DigestRepository(s).open_posted()
-        return sum(self.show(digest_id, force=False) for digest_id in candidates)
+        done = 0
+        for digest_id in candidates:
+            try:
+                done += self.show(digest_id, force=False)
+            except Exception:  # one that cannot be drawn must not keep the others as they are
+                logger.exception("could not redraw digest %s; tried again later", digest_id)
+        return done
 
 
 _OPEN = (RequestStatus.PENDING, RequestStatus.RESUMING)

@@ -318,3 +318,48 @@ def test_a_request_with_more_rows_than_a_digest_holds_gets_a_card() -> None:
     ]
     assert digestible(policy, open_)
     assert not digestible(policy, [*vetoed, *open_])
+
+
+def test_a_digest_that_cannot_be_drawn_keeps_no_other_from_its_post_or_repair(
+    tmp_path, monkeypatch
+):
+    """Drawing a digest reads the store and renders its requests; one that raises there (a
+    row the view cannot take, the store failing for it) is logged and tried again on a later
+    round. The other channels' digests are posted and repaired meanwhile."""
+    from agent_runtime import digests
+
+    clock = Clock()
+    env = digest_env(tmp_path, clock)  # a run in C1
+    other = env.engine.start_run(actor=REQUESTER, channel_id="C2", text=SEND)
+    env.engine.execute_run(other.id)
+    drawn = digests.approval_view
+    broken = {"C1"}
+
+    def view(request):  # type: ignore[no-untyped-def]
+        if request.run.channel_id in broken:
+            raise ValueError("this request cannot be drawn")
+        return drawn(request)
+
+    monkeypatch.setattr(digests, "approval_view", view)
+    clock.now += dt.timedelta(hours=1, minutes=1)
+    assert env.engine.sweep().digests == 1
+    assert [d.channel for d in env.notes.posts] == ["C2"]
+
+    broken.clear()  # C1's digest, listed but never posted, is posted once its lease ran out
+    clock.now += dt.timedelta(minutes=2)
+    env.engine.reconcile()
+    assert sorted(d.channel for d in env.notes.posts) == ["C1", "C2"]
+
+    with env.db.transaction() as s:
+        action_ids = list(s.scalars(select(Action.id)))
+    env.notes.fail_redraws = 10  # the decisions' redraws fail: both digests need a repair
+    for action_id in action_ids:
+        assert decide(env, action_id=action_id, actor=REVIEWER, decision="approve").refusal is None
+    env.notes.fail_redraws = 0
+    broken.add("C1")
+    env.engine.reconcile()
+    assert [d.channel for d in env.notes.redraws] == ["C2"]
+    broken.clear()
+    env.engine.reconcile()
+    assert [d.channel for d in env.notes.redraws] == ["C2", "C1"]
+    assert [d.settled for d in stored_digests(env)] == [True, True]
