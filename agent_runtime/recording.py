@@ -220,3 +220,24 @@ def audit_text(policy: Policy, text: str, actions: Iterable[Action]) -> str:
         rule = policy.rule_for(action.tool_name)
         text = rule.redacted_text(text, action.args, action.edited_args)
     return text
+
+
+def audited_actions(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
+    """What reviewers are shown, as the audit keeps it: the call (secrets redacted per the
+    policy), its tool-call id, the interrupt's own description, and its hash."""
+    audited: list[dict[str, object]] = []
+    for a in actions:
+        rule = policy.rule_for(a.tool_name)
+        veto = (a.extra or {}).get(POLICY_VETO)
+        audited.append(
+            {
+                "tool": a.tool_name,
+                "args": rule.redacted(a.args),
+                "tool_call_id": a.tool_call_id,
+                "description": rule.redacted_text(a.description, a.args)[:1000],
+                "hash": a.action_hash,
+                "exempt": a.exempt,
+                "policy_violation": rule.redacted_text(veto, a.args) if veto else None,
+            }
+        )
+    return audited

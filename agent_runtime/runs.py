@@ -20,7 +20,7 @@ from agent_runtime.authorization import Actor
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, build_request
+from agent_runtime.recording import POLICY_VETO, audited_actions, build_request
 from agent_runtime.run_end import Told, fail_at_stop, lock_pending, record_run_end
 from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.views import RunView, run_view
@@ -127,7 +127,15 @@ class RunLifecycle:
             logger.exception("run %s failed", run_id)
             self.fail(run_id, f"The agent failed: {type(exc).__name__}: {exc}")
             return None
-        return stop if stop is not None else self.runtime.state(run_id)
+        if stop is not None:
+            return stop
+        try:
+            return self.runtime.state(run_id)
+        except Exception as exc:  # it ran, but nothing would ever record where it stopped
+            logger.exception("could not read where run %s stopped", run_id)
+            reason = f"The agent ran, but where it stopped could not be read: {exc}"
+            self.fail(run_id, reason)
+            return None
 
     def record_stop(self, run_id: str, state: ThreadStop | None = None) -> Iterator[str]:
         """After the graph stopped: its result, or its new interrupts with their cards.
@@ -211,7 +219,7 @@ class RunLifecycle:
                 team_id=run.team_id,
                 detail={
                     "interrupt_id": pending.interrupt_id,
-                    "actions": _audited(actions, self.policy),
+                    "actions": audited_actions(actions, self.policy),
                 },
             )
             if stopping is not None:
@@ -266,27 +274,6 @@ class RunLifecycle:
         """The cards a run's end closed, then its thread."""
         self.announcer.show_cards(told.cards)
         self.announcer.run_finished(told.run)
-
-
-def _audited(actions: list[Action], policy: Policy) -> list[dict[str, object]]:
-    """What reviewers are shown, as the audit keeps it: the call (secrets redacted per the
-    policy), its tool-call id, the interrupt's own description, and its hash."""
-    audited: list[dict[str, object]] = []
-    for a in actions:
-        rule = policy.rule_for(a.tool_name)
-        veto = (a.extra or {}).get(POLICY_VETO)
-        audited.append(
-            {
-                "tool": a.tool_name,
-                "args": rule.redacted(a.args),
-                "tool_call_id": a.tool_call_id,
-                "description": rule.redacted_text(a.description, a.args)[:1000],
-                "hash": a.action_hash,
-                "exempt": a.exempt,
-                "policy_violation": rule.redacted_text(veto, a.args) if veto else None,
-            }
-        )
-    return audited
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ interrupts. That is the state the engine reads (``wire.STOP_KEYS`` and the pendi
 only when the output channels include the keys it reads and no task is hidden from the
 output (LangGraph streams nothing of a task tagged ``langsmith:hidden``, its interrupts
 included). Any other graph, or an output without those keys (a run that stopped before it
-wrote them), is read back from the checkpoint.
+wrote them), is read back from the checkpoint. The interrupts are taken as the checkpoint
+keeps them (through its serializer: a tuple comes back a list, as a read would give it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.constants import START, TAG_HIDDEN
 from langgraph.pregel import Pregel
 from langgraph.types import Interrupt
@@ -40,9 +42,11 @@ class OutputStops:
 
     read_keys: frozenset[str]
     """The keys of ``STOP_KEYS`` the graph's state has: its output must hold them."""
+    serde: SerializerProtocol
+    """The checkpointer's: what a read of the interrupts would have gone through."""
 
     @classmethod
-    def of(cls, graph: Pregel) -> OutputStops | None:
+    def of(cls, graph: Pregel, serde: SerializerProtocol) -> OutputStops | None:
         """For a graph whose output can tell where it stopped; ``None`` for any other."""
         output, state = graph.output_channels, graph.stream_channels_asis
         if isinstance(output, str) or isinstance(state, str):
@@ -50,7 +54,7 @@ class OutputStops:
         read = frozenset(state).intersection(STOP_KEYS)
         if not read <= set(output) or _hides_tasks(graph):
             return None
-        return cls(read)
+        return cls(read, serde)
 
     def stop(self, output: Any) -> Stopped | None:
         """Where the run that gave ``output`` stopped; ``None``: read it back."""
@@ -60,7 +64,10 @@ class OutputStops:
         interrupts = values.pop(INTERRUPTS, ())
         if not self.read_keys <= values.keys() or not isinstance(interrupts, Sequence):
             return None
-        ordered = sorted(interrupts, key=lambda i: str(getattr(i, "id", "")))
+        kept = (
+            self.serde.loads_typed(self.serde.dumps_typed(list(interrupts))) if interrupts else []
+        )
+        ordered = sorted(kept, key=lambda i: str(getattr(i, "id", "")))
         return Stopped(values=values, interrupts=tuple(ordered))
 
 

@@ -250,8 +250,10 @@ def tool_call_ids(messages: Sequence[Any], pending: PendingInterrupt) -> list[st
             break
     ids: list[str | None] = []
     for action in pending.actions:
+        args = canonical_json(action.args)  # the call as the model made it, tuples or lists
         found = next(
-            (c for c in calls if c["name"] == action.name and c["args"] == action.args), None
+            (c for c in calls if c["name"] == action.name and canonical_json(c["args"]) == args),
+            None,
         )
         if found is not None:
             calls.remove(found)

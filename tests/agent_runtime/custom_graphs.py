@@ -383,7 +383,8 @@ class Wide(TypedDict, total=False):
 
 def _twice(state: Wide) -> Wide:
     """Two interrupts in one node: the first resume runs it again and stops at the second."""
-    first = str(interrupt({"kind": "free-form", "question": "first?"}))
+    # A tuple: the checkpoint keeps it as a list, and so must what the engine is told.
+    first = str(interrupt({"kind": "free-form", "question": "first?", "from": ("a", "b")}))
     second = str(interrupt({"kind": "free-form", "question": first}))
     # Ids of their own: LangGraph gives a message without one a new id at every read of a
     # step that ended partly (the parallel nodes below), so no two reads would compare equal.

@@ -320,3 +320,25 @@ def test_a_failed_read_of_where_a_resume_stopped_leaves_it_to_recovery(tmp_path)
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_failed_read_of_where_a_first_run_stopped_fails_it_and_tells_its_thread(tmp_path):
+    """The agent ran to its first stop, and reading where failed. Nothing would ever record
+    that stop (a started thread is never started again): the run fails, and says why."""
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_then_answer")
+    try:
+        run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+
+        def gone(thread_id: str):  # type: ignore[no-untyped-def]
+            raise ConnectionError("the checkpoint store went away")
+
+        env.runtime.state = gone  # type: ignore[method-assign]
+        env.engine.execute_run(run.id)
+        with env.db.transaction() as s:
+            stored = s.get(Run, run.id)
+            assert stored is not None and stored.status == "failed"
+            assert "could not be read" in str(stored.result_text)
+        assert [r.id for r in env.notes.finished] == [run.id]
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()

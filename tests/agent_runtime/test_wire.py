@@ -121,6 +121,23 @@ def test_tool_call_ids_match_batch_actions_in_order():
     assert tool_call_ids([Msg()], parse_interrupt(BATCH)) == ["c1", "c2"]
 
 
+def test_a_call_is_matched_to_its_review_whether_its_lists_are_tuples_or_lists():
+    """The model's call as the run holds it may carry tuples; the review read back from the
+    checkpoint carries lists (its serializer keeps no tuple). They are the same call."""
+
+    class Msg:
+        tool_calls = [{"name": "send", "args": {"to": ("a", "b")}, "id": "c1"}]
+
+    review = Interrupt(
+        value={
+            "action_requests": [{"name": "send", "args": {"to": ["a", "b"]}}],
+            "review_configs": [{"action_name": "send", "allowed_decisions": ["approve"]}],
+        },
+        id="int-2",
+    )
+    assert tool_call_ids([Msg()], parse_interrupt(review)) == ["c1"]
+
+
 @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
 def test_arguments_json_cannot_hold_are_refused_as_unreviewable(number):
     """NaN and Infinity are not JSON: they could be neither stored nor shown as proposed."""
