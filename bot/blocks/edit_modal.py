@@ -12,21 +12,27 @@ import json
 import math
 from typing import Any
 
+from bot.blocks.edit_choices import (
+    OMIT,
+    enum_kind,
+    parse_json,
+    picked,
+    select,
+)
 from bot.ids import BlockId, CallbackId, InputId
 from bot.text import has_hidden_characters, plain_text
 
 MAX_FIELDS = 90
 INPUT_MAX = 3000
-MAX_CHOICES = 99
-"""A select holds 100 options, one of them maybe "leave it out"; more choices are typed (and
-checked by the tool's schema)."""
-OPTION_VALUE_MAX = 150
 _TRUE, _FALSE = "true", "false"
-_DIGEST = "#"
-"""Starts an option value naming a choice too long to be one by its digest (JSON never does)."""
-_LEAVE_OUT = "!leave-out"
-"""The option leaving an optional argument out (not JSON, not a digest)."""
-_OMIT = object()
+_TYPED = {"typed_string": "string", "typed_json": "json"}
+"""Choices typed into a text field, read as a string or as JSON."""
+_ELEMENT_TYPES = {
+    "enum": "static_select",
+    "boolean": "radio_buttons",
+    "integer": "number_input",
+    "number": "number_input",
+}
 
 
 def _kind(prop: Any) -> tuple[str, dict[str, Any]]:
@@ -42,7 +48,7 @@ def _kind(prop: Any) -> tuple[str, dict[str, Any]]:
     if len(options) == 1:
         prop = {**options[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
     if "enum" in prop or "const" in prop:
-        return ("enum" if len(_choices(prop)) <= MAX_CHOICES else "typed_enum"), prop
+        return "enum", prop
     return {
         "string": "string",
         "boolean": "boolean",
@@ -58,40 +64,17 @@ def field_block_id(name: str) -> str:
     return f"{BlockId.EDIT_FIELD_PREFIX}#{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
-def _choices(prop: dict[str, Any]) -> list[Any]:
-    choices = prop.get("enum")
-    return list(choices) if isinstance(choices, list) and choices else [prop.get("const")]
-
-
-def _option_value(choice: Any) -> str:
-    """The choice's JSON, or past what an option value holds, its digest."""
-    text = json.dumps(choice)
-    if len(text) <= OPTION_VALUE_MAX:
-        return text
-    return _DIGEST + hashlib.sha256(text.encode()).hexdigest()
-
-
-def _select(prop: dict[str, Any], value: Any, *, optional: bool) -> dict[str, Any]:
-    options = [{"text": plain_text(str(c), 75), "value": _option_value(c)} for c in _choices(prop)]
-    selected = next((o for o in options if o["value"] == _option_value(value)), None)
-    if optional:  # Slack cannot clear a select once picked
-        options.append(
-            {"text": plain_text("(leave it out: the tool's default)", 75), "value": _LEAVE_OUT}
-        )
-    element: dict[str, Any] = {"type": "static_select", "options": options}
-    if selected:
-        element["initial_option"] = selected
-    return element
+def _widget(prop: Any, *, optional: bool) -> tuple[str, dict[str, Any]]:
+    kind, resolved = _kind(prop)
+    return (enum_kind(resolved, optional=optional) if kind == "enum" else kind), resolved
 
 
 def _element(
     kind: str, prop: dict[str, Any], value: Any, *, optional: bool
 ) -> dict[str, Any] | None:
     if kind == "enum":
-        return _select(prop, value, optional=optional)
-    if kind == "typed_enum":  # as its own text when every choice is a string, else JSON
-        strings = all(isinstance(c, str) for c in _choices(prop))
-        kind = "string" if strings else "json"
+        return select(prop, value, optional=optional)
+    kind = _TYPED.get(kind, kind)
     if kind == "boolean":
         options = [
             {"text": {"type": "plain_text", "text": "Yes"}, "value": _TRUE},
@@ -138,14 +121,14 @@ def edit_modal(
     ]
     kept: list[str] = []
     for name, prop in list(properties.items())[:MAX_FIELDS]:
-        kind, resolved = _kind(prop)
+        kind, resolved = _widget(prop, optional=name not in required)
         value = current.get(name, resolved.get("default"))
         element = _element(kind, resolved, value, optional=name not in required)
         if element is None:
             kept.append(name)
             continue
         element["action_id"] = InputId.VALUE
-        label = name if kind != "json" else f"{name} (JSON)"
+        label = name if _TYPED.get(kind, kind) != "json" else f"{name} (JSON)"
         blocks.append(
             {
                 "type": "input",
@@ -180,40 +163,39 @@ def parse_edit(
     properties: dict[str, Any] = dict(schema.get("properties") or {})
     for name in current:
         properties.setdefault(name, {})
+    required = set(schema.get("required") or [])
     args = dict(current)
     errors: dict[str, str] = {}
     for name, prop in properties.items():
         block = field_block_id(name)
         if block not in values:
             continue
-        kind, resolved = _kind(prop)
+        kind, resolved = _widget(prop, optional=name not in required)
         raw = values[block].get(InputId.VALUE, {})
+        if raw.get("type", _element_type(kind)) != _element_type(kind):
+            # Drawn from another schema (the tool changed since the form opened): what was
+            # entered may mean something else now.
+            errors[block] = "This field changed since the form opened: open it again."
+            continue
         try:
             parsed, present = _parse_value(kind, raw, resolved)
         except ValueError as exc:
             errors[block] = str(exc)
             continue
-        if parsed is _OMIT:
+        if parsed is OMIT:
             args.pop(name, None)  # an optional choice left out
         elif present:
             args[name] = parsed
-        elif kind not in ("enum", "boolean"):
+        elif kind in ("string", "json", "integer", "number"):
             args.pop(name, None)  # a text field emptied
         # A select or a yes/no left without a choice showed none (the value was not one
-        # offered) and cannot be cleared: the value stays as it was, seen or not.
+        # offered) and cannot be cleared, and a typed choice emptied is no choice: the value
+        # stays as it was, seen or not.
     return args, errors
 
 
-def _picked(value: str, prop: dict[str, Any]) -> Any:
-    """The choice an option names: left out, by its digest, or its JSON."""
-    if value == _LEAVE_OUT:
-        return _OMIT
-    if value.startswith(_DIGEST):
-        named = [c for c in _choices(prop) if _option_value(c) == value]
-        if not named:  # drawn from a schema the tool no longer has
-            raise ValueError("That choice is no longer offered: pick one again.")
-        return named[0]
-    return _json(value)
+def _element_type(kind: str) -> str:
+    return _ELEMENT_TYPES.get(kind, "plain_text_input")
 
 
 def _parse_value(kind: str, raw: dict[str, Any], prop: dict[str, Any]) -> tuple[Any, bool]:
@@ -222,9 +204,8 @@ def _parse_value(kind: str, raw: dict[str, Any], prop: dict[str, Any]) -> tuple[
         if not option:
             return None, False
         value = str(option.get("value"))
-        return (value == _TRUE, True) if kind == "boolean" else (_picked(value, prop), True)
-    if kind == "typed_enum":
-        kind = "string" if all(isinstance(c, str) for c in _choices(prop)) else "json"
+        return (value == _TRUE, True) if kind == "boolean" else (picked(value, prop), True)
+    kind = _TYPED.get(kind, kind)
     text = raw.get("value")
     if text is None or text == "":
         return None, False
@@ -242,26 +223,5 @@ def _parse_value(kind: str, raw: dict[str, Any], prop: dict[str, Any]) -> tuple[
             raise ValueError("Enter a finite number.")
         return number, True
     if kind == "json":
-        return _json(text), True
+        return parse_json(text), True
     return text, True
-
-
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"Not valid JSON: {constant} is not a number JSON can hold.")
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"Not valid JSON: {text} is too large a number.")
-    return number
-
-
-def _json(text: str) -> Any:
-    """JSON as the store keeps it: NaN and infinities (which Python's parser takes) are not."""
-    try:
-        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
-    except RecursionError:
-        raise ValueError("Not valid JSON here: nested too deeply.") from None

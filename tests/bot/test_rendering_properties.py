@@ -323,7 +323,16 @@ def test_a_choice_the_modal_could_not_show_is_kept_not_dropped():
 
 def _widgets(modal: dict[str, Any]) -> dict[str, dict[str, Any]]:
     View(**modal).validate_json()
+    valid_blocks(modal["blocks"], 100)
     return {b["block_id"]: b["element"] for b in modal["blocks"] if b["type"] == "input"}
+
+
+def _modal_widgets(schema: dict[str, Any], current: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return _widgets(edit_modal(action_id="a", tool_name="t", schema=schema, current=current))
+
+
+def _labels(select: dict[str, Any]) -> list[str]:
+    return [o["text"]["text"] for o in select["options"]]
 
 
 def _picked(element: dict[str, Any], option: dict[str, Any] | None) -> dict[str, Any]:
@@ -394,3 +403,68 @@ def test_an_optional_choice_can_be_left_out_and_a_required_one_cannot():
     assert "leave" in leave_out["text"]["text"].lower()
     state = {"values": {"arg:channel": _picked(channel, leave_out)}}
     assert parse_edit({"state": state}, schema=schema, current=current) == ({"mode": "a"}, {})
+
+
+def test_choices_that_would_read_alike_are_typed_never_picked_blind():
+    """A select shows each choice in 75 characters: two long choices that differ only past
+    that, or the number 1 and the string "1", would look the same. The reviewer then types
+    the value they mean, in full, instead of picking one of two look-alikes."""
+    head = "run the migration on every production shard, then " + "x" * 30
+    schema = {
+        "properties": {
+            "command": {"enum": [head + " --dry-run", head + " --force"]},
+            "level": {"enum": [1, "1"]},
+            "fine": {"enum": [1, "one", True, None]},
+        },
+        "required": ["command", "level", "fine"],
+    }
+    widgets = _modal_widgets(schema, {"command": head + " --dry-run", "level": 1, "fine": 1})
+    assert widgets["arg:command"]["initial_value"] == head + " --dry-run"
+    assert widgets["arg:level"]["type"] == "plain_text_input"
+    assert _labels(widgets["arg:fine"]) == ["1", "one", "true", "null"]
+    typed = {"values": {"arg:level": {"value": {"type": "plain_text_input", "value": '"1"'}}}}
+    args, errors = parse_edit({"state": typed}, schema=schema, current={"level": 1})
+    assert (args, errors) == ({"level": "1"}, {})
+
+
+def test_leaving_a_choice_out_says_what_the_tool_then_takes():
+    """Left out, an argument takes the tool's default: the option says which, and is not
+    offered when the default is one of the choices (picking it is the same thing)."""
+    schema = {
+        "properties": {
+            "visibility": {"enum": ["private", "public"], "default": "public"},
+            "region": {"enum": ["eu", "us"], "default": "auto"},
+            "note": {"enum": ["a", "b"]},
+        }
+    }
+    widgets = _modal_widgets(schema, {"visibility": "private", "region": "eu", "note": "a"})
+    assert _labels(widgets["arg:visibility"]) == ["private", "public"]
+    assert _labels(widgets["arg:region"])[-1] == "(leave it out: default auto)"
+    assert _labels(widgets["arg:note"])[-1] == "(leave it out)"
+    long_default = {"properties": {"mode": {"enum": ["a", "b"], "default": "c" * 80}}}
+    assert _labels(_modal_widgets(long_default, {"mode": "a"})["arg:mode"]) == ["a", "b"]
+
+
+def test_a_field_drawn_from_another_schema_is_an_error_not_a_guess():
+    """The tool changed between opening the form and saving it (its choices no longer fit a
+    select, or now do): what was entered may mean something else now, so it is refused."""
+    many = {"properties": {"region": {"enum": [f"r{n}" for n in range(150)]}}}
+    few = {"properties": {"region": {"enum": [f"r{n}" for n in range(50)]}}}
+    current = {"region": "r10"}
+    typed = {"values": {"arg:region": {"value": {"type": "plain_text_input", "value": "r130"}}}}
+    args, errors = parse_edit({"state": typed}, schema=few, current=current)
+    assert set(errors) == {"arg:region"} and args == current
+    select = _modal_widgets(few, current)["arg:region"]
+    state = {"values": {"arg:region": _picked(select, select["options"][3])}}
+    _args, errors = parse_edit({"state": state}, schema=many, current=current)
+    assert set(errors) == {"arg:region"}
+
+
+def test_a_typed_choice_left_empty_keeps_its_value_and_non_strings_are_json():
+    """As a select left without a choice: emptying the box changes nothing."""
+    schema = {"properties": {"n": {"enum": list(range(120))}}, "required": ["n"]}
+    modal = edit_modal(action_id="a", tool_name="t", schema=schema, current={"n": 7})
+    (field,) = [b for b in modal["blocks"] if b["type"] == "input"]
+    assert field["label"]["text"] == "n (JSON)"
+    empty = {"values": {"arg:n": {"value": {"type": "plain_text_input", "value": None}}}}
+    assert parse_edit({"state": empty}, schema=schema, current={"n": 7}) == ({"n": 7}, {})
