@@ -345,6 +345,9 @@ def test_a_digest_that_cannot_be_drawn_keeps_no_other_from_its_post_or_repair(
     assert env.engine.sweep().digests == 1
     assert [d.channel for d in env.notes.posts] == ["C2"]
 
+    clock.now += dt.timedelta(minutes=2)  # its lease ran out: its post is tried again
+    env.engine.reconcile()  # and fails again, alone
+    assert [d.channel for d in env.notes.posts] == ["C2"]
     broken.clear()  # C1's digest, listed but never posted, is posted once its lease ran out
     clock.now += dt.timedelta(minutes=2)
     env.engine.reconcile()
