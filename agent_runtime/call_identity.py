@@ -38,12 +38,20 @@ def thread_of(config: Mapping[str, Any] | None) -> str | None:
     return str(claimed) if str(thread) == server_thread_id(str(claimed)) else None
 
 
+def kept_call_id(call_id: str | None) -> str | None:
+    """A model's tool-call id as the store keeps it: itself, or past what its column holds,
+    its digest (the same wherever it is looked up: the review, the gate, the evidence)."""
+    if call_id is None or len(call_id) <= CALL_ID_LENGTH:
+        return call_id
+    return f"call-sha256:{hashlib.sha256(call_id.encode()).hexdigest()}"
+
+
 def call_id_of(config: Mapping[str, Any] | None, tool_call_id: str | None) -> str:
     """Which call this is, so a replay after a crash is recognised: the tool call id, or for an
     effect inside a graph node, the node's task in the checkpoint (the same on a replay). Failing
     both, a fresh id: such a call is never taken for another one."""
     if tool_call_id:
-        return tool_call_id
+        return str(kept_call_id(tool_call_id))
     task = ((config or {}).get("metadata") or {}).get("langgraph_checkpoint_ns")
     if not task:
         return f"once:{uuid.uuid4().hex}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from agent_runtime.call_identity import kept_call_id
 from agent_runtime.runtime import ThreadStop
 from agent_runtime.wire import MESSAGES, tool_results
 from store.db import Database
@@ -57,8 +58,9 @@ def gaps(db: Database, request: ApprovalRequest, *, state: ThreadStop) -> list[G
         return []
     values = state.values if isinstance(state.values, dict) else {}
     messages = values.get(MESSAGES, [])
-    results = tool_results(messages, [a.tool_call_id for a in approved])
-    own_calls = {c.get("id") for m in messages for c in (getattr(m, "tool_calls", None) or [])}
+    results = tool_results(messages, [a.tool_call_id for a in approved], kept=kept_call_id)
+    calls = [c for m in messages for c in (getattr(m, "tool_calls", None) or [])]
+    own_calls = {kept_call_id(c.get("id")) for c in calls}
     with db.transaction() as s:
         runs = ExecutionRepository(s).of_actions([a.id for a in approved])
         done = {action_id: row.finished_at is not None for action_id, row in runs.items()}

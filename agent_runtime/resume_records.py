@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from agent_runtime.call_identity import kept_call_id
 from agent_runtime.errors import InvalidDecisions
 from agent_runtime.policy import Policy
 from agent_runtime.recording import POLICY_VETO, audit_text
@@ -52,7 +53,7 @@ def record_tool_outcomes(
     """One audit event per reviewed call, with what the tool returned (a result, or a reject's
     reason, may quote an argument the policy keeps out of the audit)."""
     messages = state.values.get(MESSAGES, [])
-    results = tool_results(messages, [a.tool_call_id for a in request.actions])
+    results = tool_results(messages, [a.tool_call_id for a in request.actions], kept=kept_call_id)
     if results:
         audit = AuditRepository(s)
         for action in request.actions:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
 from agent_runtime.authorization import Actor
+from agent_runtime.call_identity import kept_call_id
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
@@ -131,11 +132,18 @@ class RunLifecycle:
             return stop
         try:
             return self.runtime.state(run_id)
-        except Exception as exc:  # it ran, but nothing would ever record where it stopped
-            logger.exception("could not read where run %s stopped", run_id)
-            reason = f"The agent ran, but where it stopped could not be read: {exc}"
-            self.fail(run_id, reason)
+        except Exception:  # it ran: its stop is recorded once it can be read
+            logger.exception("could not read where run %s stopped; read again later", run_id)
+            self._leave_to_maintenance(run_id)
             return None
+
+    def _leave_to_maintenance(self, run_id: str) -> None:
+        """A started run whose stop was not recorded: waiting with nothing open, which
+        maintenance reads again once the run settled (``stalled_runs``), as after a crash."""
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id, for_update=True)
+            if run is not None and run.status == RunStatus.RUNNING:
+                RunRepository(s).set_status(run, RunStatus.WAITING)
 
     def record_stop(self, run_id: str, state: ThreadStop | None = None) -> Iterator[str]:
         """After the graph stopped: its result, or its new interrupts with their cards.
@@ -202,7 +210,7 @@ class RunLifecycle:
                 policy=self.policy,
                 catalog=self.runtime.catalog,
                 now=self.clock(),
-                tool_call_ids=tool_call_ids(messages, pending),
+                tool_call_ids=[kept_call_id(c) for c in tool_call_ids(messages, pending)],
                 taken_operations=RunHistory(s).operation_ids(run_id),
                 subagent=subagent_of(messages, pending),
                 rejected=RunHistory(s).rejected_by_reviewers(run_id),

@@ -12,10 +12,12 @@ keeps them (through its serializer: a tuple comes back a list, as a read would g
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.constants import START, TAG_HIDDEN
 from langgraph.pregel import Pregel
@@ -23,6 +25,7 @@ from langgraph.types import Interrupt
 
 from agent_runtime.wire import STOP_KEYS
 
+logger = logging.getLogger(__name__)
 INTERRUPTS = "__interrupt__"
 """The key of ``invoke``'s output holding the interrupts the run stopped on."""
 
@@ -43,11 +46,15 @@ class OutputStops:
     read_keys: frozenset[str]
     """The keys of ``STOP_KEYS`` the graph's state has: its output must hold them."""
     serde: SerializerProtocol
-    """The checkpointer's: what a read of the interrupts would have gone through."""
+    """The graph's checkpointer's (with the types LangGraph's strict mode allows it, if on):
+    what a read of the interrupts would have gone through."""
 
     @classmethod
     def of(cls, graph: Pregel, serde: SerializerProtocol) -> OutputStops | None:
-        """For a graph whose output can tell where it stopped; ``None`` for any other."""
+        """For a graph whose output can tell where it stopped; ``None`` for any other.
+        ``serde``: the checkpointer's, unless the graph holds one of its own."""
+        if isinstance(graph.checkpointer, BaseCheckpointSaver):
+            serde = graph.checkpointer.serde
         output, state = graph.output_channels, graph.stream_channels_asis
         if isinstance(output, str) or isinstance(state, str):
             return None  # one channel's value: its output at an interrupt holds nothing else
@@ -64,9 +71,13 @@ class OutputStops:
         interrupts = values.pop(INTERRUPTS, ())
         if not self.read_keys <= values.keys() or not isinstance(interrupts, Sequence):
             return None
-        kept = (
-            self.serde.loads_typed(self.serde.dumps_typed(list(interrupts))) if interrupts else []
-        )
+        if not interrupts:  # it ended
+            return Stopped(values=values, interrupts=())
+        try:
+            kept = self.serde.loads_typed(self.serde.dumps_typed(list(interrupts)))
+        except Exception:  # the run went through; only this reading of it failed
+            logger.exception("could not take the interrupts from a run's output; reading them")
+            return None
         ordered = sorted(kept, key=lambda i: str(getattr(i, "id", "")))
         return Stopped(values=values, interrupts=tuple(ordered))
 

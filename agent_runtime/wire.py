@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -273,13 +273,17 @@ def final_text(values: Mapping[str, Any]) -> str:
 
 
 def tool_results(
-    messages: Sequence[Any], call_ids: Sequence[str | None]
+    messages: Sequence[Any],
+    call_ids: Sequence[str | None],
+    *,
+    kept: Callable[[str | None], str | None] = lambda call_id: call_id,
 ) -> dict[str, dict[str, str]]:
-    """What each reviewed tool call returned: status and a short preview, for the audit log."""
+    """What each reviewed tool call returned: status and a short preview, for the audit log.
+    ``call_ids`` as the store keeps them: ``kept`` makes a message's id one of those."""
     wanted = {c for c in call_ids if c}
     found: dict[str, dict[str, str]] = {}
     for message in messages:
-        call_id = getattr(message, "tool_call_id", None)
+        call_id = kept(getattr(message, "tool_call_id", None))
         if getattr(message, "type", None) == "tool" and call_id in wanted:
             found[call_id] = {
                 "status": str(getattr(message, "status", "success")),

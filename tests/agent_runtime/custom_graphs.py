@@ -458,3 +458,34 @@ def review_then_answer(checkpointer, **_offers):  # type: ignore[no-untyped-def]
     graph.add_edge(START, "act")
     graph.add_edge("act", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def long_call_ids_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """The offline model's plans with tool-call ids of 300 characters (a model may make them
+    as long as it likes), a reviewed send run through the gate."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import StructuredTool
+
+    from agent_runtime.offline_model import OfflineChatModel
+    from agent_runtime.protect import gate_tools
+
+    class LongIds(OfflineChatModel):
+        def _reply(self, messages):  # type: ignore[no-untyped-def]
+            reply = super()._reply(messages)
+            for call in reply.tool_calls:
+                if len(call["id"] or "") < 300:
+                    call["id"] = f"{call['id']}_{'x' * 300}"
+            return reply
+
+    def send(recipient: str, text: str) -> str:
+        workspace.record_effect("send_external_message", recipient=recipient, text=text)
+        return f"sent to {recipient}"
+
+    tool = StructuredTool.from_function(send, name="send_external_message", description="Send.")
+    review = HumanInTheLoopMiddleware(
+        interrupt_on={"send_external_message": {"allowed_decisions": ["approve", "reject"]}}
+    )
+    return create_agent(
+        LongIds(), gate_tools(gate, [tool]), middleware=[review], checkpointer=checkpointer
+    )

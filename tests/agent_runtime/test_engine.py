@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from agent_runtime.errors import AgentLoadError, NotPermitted
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.wire import final_text
 from store.audit_models import AuditEvent
-from store.models import Action, ApprovalRequest, Run
+from store.models import Action, ApprovalRequest, Run, utcnow
 from tests.agent_runtime.engine_env import (
     REQUESTER,
     REVIEWER,
@@ -322,23 +323,46 @@ def test_a_failed_read_of_where_a_resume_stopped_leaves_it_to_recovery(tmp_path)
         env.db.dispose()
 
 
-def test_a_failed_read_of_where_a_first_run_stopped_fails_it_and_tells_its_thread(tmp_path):
-    """The agent ran to its first stop, and reading where failed. Nothing would ever record
-    that stop (a started thread is never started again): the run fails, and says why."""
-    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_then_answer")
+def test_a_failed_read_of_where_a_first_run_stopped_is_read_again_by_maintenance(tmp_path):
+    """The agent ran to its first stop, and reading where failed (the store went away for a
+    moment). Nothing would start that thread again: the run is left waiting with nothing
+    open, and maintenance reads its stop once it settled, and posts its card."""
+    clock = Clock()
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_then_answer", clock=clock)
     try:
         run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+        read = env.runtime.state
 
         def gone(thread_id: str):  # type: ignore[no-untyped-def]
             raise ConnectionError("the checkpoint store went away")
 
         env.runtime.state = gone  # type: ignore[method-assign]
         env.engine.execute_run(run.id)
-        with env.db.transaction() as s:
-            stored = s.get(Run, run.id)
-            assert stored is not None and stored.status == "failed"
-            assert "could not be read" in str(stored.result_text)
-        assert [r.id for r in env.notes.finished] == [run.id]
+        env.runtime.state = read  # type: ignore[method-assign]
+        assert (_status(env, run.id), env.notes.requested, env.notes.finished) == (
+            "waiting",
+            [],
+            [],
+        )
+        clock.now += dt.timedelta(minutes=11)  # past a lease: no one is at work on it
+        assert env.engine.reconcile().advanced == 1
+        assert [a.run.id for a in env.notes.requested] == [run.id]
+        assert _status(env, run.id) == "waiting" and env.notes.finished == []
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def _status(env: Env, run_id: str) -> str:
+    with env.db.transaction() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        return run.status

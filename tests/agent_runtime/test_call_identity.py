@@ -1,0 +1,64 @@
+"""A call's identity as the store keeps it: a model may make tool-call ids of any length, and
+the review, the point-of-effect gate and the evidence of what ran must still find each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete, select
+
+from agent_runtime import evidence
+from agent_runtime.call_identity import call_id_of, kept_call_id
+from agent_runtime.graph_runtime import close_checkpointer
+from store.audit_models import AuditEvent
+from store.models import CALL_ID_LENGTH, Action, ActionExecution, ApprovalRequest
+from tests.agent_runtime.engine_env import REVIEWER, SEND, Env, decide, make_env, paused_run
+
+LONG_IDS = "tests.agent_runtime.custom_graphs:long_call_ids_agent"
+
+
+@pytest.fixture
+def env(tmp_path: Path, migrated_pg_url: str) -> Iterator[Env]:
+    """On PostgreSQL, which refuses a value longer than its column (SQLite stores it)."""
+    e = make_env(tmp_path, LONG_IDS, url=migrated_pg_url)
+    yield e
+    close_checkpointer(e.runtime.checkpointer)
+    e.db.dispose()
+
+
+def test_a_tool_call_id_longer_than_the_store_keeps_is_reviewed_run_once_and_told(env):
+    run_id, action_id = paused_run(env, SEND)
+    result = decide(env, action_id=action_id, actor=REVIEWER, decision="approve")
+    assert result.refusal is None
+    assert [e["tool"] for e in env.workspace.effects()] == ["send_external_message"]
+    with env.db.transaction() as s:
+        action = s.get(Action, action_id)
+        assert action is not None and action.tool_call_id is not None
+        assert len(action.tool_call_id) <= CALL_ID_LENGTH
+        (execution,) = s.scalars(select(ActionExecution)).all()
+        assert execution.tool_call_id == action.tool_call_id  # the gate found the review's call
+        request = s.scalars(select(ApprovalRequest)).one()
+        assert request.status == "resolved", request.outcome
+        outcomes = s.scalars(select(AuditEvent).where(AuditEvent.kind == "tool_outcome")).all()
+        assert [o.detail["preview"] for o in outcomes] == ["sent to a@example.com"]
+    assert [r.id for r in env.notes.finished] == [run_id]
+
+    # After a crash, what ran is read from the thread: the tool's own result message is
+    # proof of its run, found by the id as the store keeps it (here with no execution record,
+    # as for a tool that does not go through the gate).
+    with env.db.transaction() as s:
+        s.execute(delete(ActionExecution))
+    with env.db.transaction() as s:
+        request = s.scalars(select(ApprovalRequest)).one()
+        assert evidence.gaps(env.db, request, state=env.runtime.state(run_id)) == []
+
+
+def test_a_kept_call_id_is_the_id_itself_when_it_fits_and_the_same_digest_each_time():
+    short = "call_abc"
+    long = "call_" + "y" * 200
+    assert kept_call_id(short) == short == call_id_of(None, short)
+    assert kept_call_id(long) == kept_call_id(long) == call_id_of(None, long)
+    assert kept_call_id(long) != kept_call_id(long + "z")
+    assert len(kept_call_id(long) or "") <= CALL_ID_LENGTH and kept_call_id(None) is None
