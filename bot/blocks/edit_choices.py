@@ -1,25 +1,22 @@
-"""The choices of an edit modal's enum field: a select when they fit one and read apart,
-named by a digest when too long to be an option's value, with "leave it out" for an optional
-argument; and JSON as the store keeps it."""
+"""The choices of an edit modal's enum field: a select when each reads apart from the others
+in full (no look-alikes, nothing cut short), named by a digest when too long to be an option's
+value; and JSON as the store keeps it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import unicodedata
 from typing import Any
 
 from bot.text import plain, plain_text
 
-MAX_CHOICES = 99
-"""A select holds 100 options, one of them maybe "leave it out"; more choices are typed (and
-checked by the tool's schema)."""
+MAX_CHOICES = 100
+"""What a select holds; more choices are typed (and checked by the tool's schema)."""
 OPTION_VALUE_MAX = 150
 DIGEST = "#"
 """Starts an option value naming a choice too long to be one by its digest (JSON never does)."""
-LEAVE_OUT = "!leave-out"
-"""The option leaving an optional argument out (not JSON, not a digest)."""
-OMIT = object()
 LABEL_MAX = 75
 
 
@@ -36,47 +33,38 @@ def option_value(choice: Any) -> str:
     return DIGEST + hashlib.sha256(text.encode()).hexdigest()
 
 
-def label(choice: Any) -> str:
-    """A choice as a reviewer reads it: a string as itself, anything else as JSON (so the
-    number 1, the string "1" and true never look alike)."""
-    return plain(choice if isinstance(choice, str) else json.dumps(choice), LABEL_MAX)
+def _labels(listed: list[Any]) -> list[str]:
+    """The choices as a reviewer reads them: strings as themselves when every choice is one,
+    else each as JSON (the number 1 and the string "1" never look alike)."""
+    strings = all(isinstance(c, str) for c in listed)
+    return [c if strings else json.dumps(c, ensure_ascii=False) for c in listed]
 
 
-def leave_out_label(prop: dict[str, Any]) -> str | None:
-    """The label of leaving an optional argument out, saying what the tool then takes; none
-    when its default is one of the choices (picking it is the same) or too long to show."""
-    if "default" not in prop:
-        return "(leave it out)"
-    default = prop["default"]
-    shown = default if isinstance(default, str) else json.dumps(default)
-    offered = {json.dumps(c) for c in choices(prop)}  # JSON's equality: 1 is not true
-    if json.dumps(default) in offered or len(shown) > LABEL_MAX - len("(leave it out: default )"):
-        return None
-    return f"(leave it out: default {shown})"
+def _alike(text: str) -> str:
+    """What a reader may not tell apart: letter forms, case, runs of spaces."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def enum_kind(prop: dict[str, Any], *, optional: bool) -> str:
-    """A select when every choice fits one and reads differently from the others; else a
+def enum_kind(prop: dict[str, Any]) -> str:
+    """A select when every choice shows in full and reads apart from the others; else a
     text field (the choice's own text when every choice is a string, else JSON) that the
     tool's schema checks."""
     listed = choices(prop)
-    labels = [label(c) for c in listed]
-    leaving = leave_out_label(prop) if optional else None
-    if leaving is not None:
-        labels.append(leaving)
-    if len(listed) <= MAX_CHOICES and len(set(labels)) == len(labels):
+    labels = _labels(listed)
+    whole = all(len(plain(text, LABEL_MAX + 1)) <= LABEL_MAX for text in labels)
+    apart = len({_alike(plain(text, LABEL_MAX)) for text in labels}) == len(labels)
+    if len(listed) <= MAX_CHOICES and whole and apart:
         return "enum"
     return "typed_string" if all(isinstance(c, str) for c in listed) else "typed_json"
 
 
-def select(prop: dict[str, Any], value: Any, *, optional: bool) -> dict[str, Any]:
+def select(prop: dict[str, Any], value: Any) -> dict[str, Any]:
+    listed = choices(prop)
     options = [
-        {"text": plain_text(label(c), LABEL_MAX), "value": option_value(c)} for c in choices(prop)
+        {"text": plain_text(text, LABEL_MAX), "value": option_value(c)}
+        for c, text in zip(listed, _labels(listed), strict=True)
     ]
     selected = next((o for o in options if o["value"] == option_value(value)), None)
-    leaving = leave_out_label(prop) if optional else None
-    if leaving is not None:  # Slack cannot clear a select once picked
-        options.append({"text": plain_text(leaving, LABEL_MAX), "value": LEAVE_OUT})
     element: dict[str, Any] = {"type": "static_select", "options": options}
     if selected:
         element["initial_option"] = selected
@@ -84,9 +72,7 @@ def select(prop: dict[str, Any], value: Any, *, optional: bool) -> dict[str, Any
 
 
 def picked(value: str, prop: dict[str, Any]) -> Any:
-    """The choice an option names: left out, by its digest, or its JSON."""
-    if value == LEAVE_OUT:
-        return OMIT
+    """The choice an option names: by its digest, or its JSON."""
     if value.startswith(DIGEST):
         named = [c for c in choices(prop) if option_value(c) == value]
         if not named:  # drawn from a schema the tool no longer has

@@ -1,8 +1,8 @@
 """The edit modal, generated from the tool's argument schema (JSON schema), and its parsing.
 
-string -> text input (multiline when long), enum -> select (a text input past the 100 options a
-select holds; an optional one can be left out), boolean -> radio buttons, integer/number ->
-number input, arrays and objects -> JSON text input. The tool name is fixed.
+string -> text input (multiline when long), enum -> select (a text input when its choices do
+not fit one or would read alike), boolean -> radio buttons, integer/number -> number input,
+arrays and objects -> JSON text input. The tool name is fixed.
 """
 
 from __future__ import annotations
@@ -12,13 +12,7 @@ import json
 import math
 from typing import Any
 
-from bot.blocks.edit_choices import (
-    OMIT,
-    enum_kind,
-    parse_json,
-    picked,
-    select,
-)
+from bot.blocks.edit_choices import enum_kind, parse_json, picked, select
 from bot.ids import BlockId, CallbackId, InputId
 from bot.text import has_hidden_characters, plain_text
 
@@ -64,16 +58,14 @@ def field_block_id(name: str) -> str:
     return f"{BlockId.EDIT_FIELD_PREFIX}#{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
-def _widget(prop: Any, *, optional: bool) -> tuple[str, dict[str, Any]]:
+def _widget(prop: Any) -> tuple[str, dict[str, Any]]:
     kind, resolved = _kind(prop)
-    return (enum_kind(resolved, optional=optional) if kind == "enum" else kind), resolved
+    return (enum_kind(resolved) if kind == "enum" else kind), resolved
 
 
-def _element(
-    kind: str, prop: dict[str, Any], value: Any, *, optional: bool
-) -> dict[str, Any] | None:
+def _element(kind: str, prop: dict[str, Any], value: Any) -> dict[str, Any] | None:
     if kind == "enum":
-        return select(prop, value, optional=optional)
+        return select(prop, value)
     kind = _TYPED.get(kind, kind)
     if kind == "boolean":
         options = [
@@ -121,9 +113,8 @@ def edit_modal(
     ]
     kept: list[str] = []
     for name, prop in list(properties.items())[:MAX_FIELDS]:
-        kind, resolved = _widget(prop, optional=name not in required)
-        value = current.get(name, resolved.get("default"))
-        element = _element(kind, resolved, value, optional=name not in required)
+        kind, resolved = _widget(prop)
+        element = _element(kind, resolved, current.get(name, resolved.get("default")))
         if element is None:
             kept.append(name)
             continue
@@ -163,14 +154,13 @@ def parse_edit(
     properties: dict[str, Any] = dict(schema.get("properties") or {})
     for name in current:
         properties.setdefault(name, {})
-    required = set(schema.get("required") or [])
     args = dict(current)
     errors: dict[str, str] = {}
     for name, prop in properties.items():
         block = field_block_id(name)
         if block not in values:
             continue
-        kind, resolved = _widget(prop, optional=name not in required)
+        kind, resolved = _widget(prop)
         raw = values[block].get(InputId.VALUE, {})
         if raw.get("type", _element_type(kind)) != _element_type(kind):
             # Drawn from another schema (the tool changed since the form opened): what was
@@ -182,15 +172,12 @@ def parse_edit(
         except ValueError as exc:
             errors[block] = str(exc)
             continue
-        if parsed is OMIT:
-            args.pop(name, None)  # an optional choice left out
-        elif present:
+        if present:
             args[name] = parsed
-        elif kind in ("string", "json", "integer", "number"):
-            args.pop(name, None)  # a text field emptied
+        elif kind not in ("enum", "boolean"):
+            args.pop(name, None)  # a text field emptied (the tool's schema says if it may be)
         # A select or a yes/no left without a choice showed none (the value was not one
-        # offered) and cannot be cleared, and a typed choice emptied is no choice: the value
-        # stays as it was, seen or not.
+        # offered) and cannot be cleared: the value stays as it was, seen or not.
     return args, errors
 
 

@@ -341,16 +341,18 @@ def _picked(element: dict[str, Any], option: dict[str, Any] | None) -> dict[str,
 
 def test_a_choice_longer_than_a_slack_option_holds_is_offered_and_taken_whole():
     """Slack refuses a select whose option value is over 150 characters (the whole modal
-    would not open): such a choice is offered under a digest of itself and read back whole."""
-    long = "deploy to " + "eu-west-1, " * 20
+    would not open): a choice short to read but long as JSON (each letter here is six
+    characters escaped) is offered under a digest of itself and read back whole."""
+    long = "Zürich, Genève, Düsseldorf: " + "é" * 30
     schema = {"properties": {"target": {"enum": ["staging", long]}}, "required": ["target"]}
     current = {"target": "staging"}
     select = _widgets(edit_modal(action_id="a", tool_name="t", schema=schema, current=current))[
         "arg:target"
     ]
-    offered = {o["text"]["text"][:10]: o for o in select["options"]}
+    offered = {o["text"]["text"]: o for o in select["options"]}
+    assert set(offered) == {"staging", long}
     assert all(len(o["value"]) <= 150 for o in select["options"])
-    state = {"values": {"arg:target": _picked(select, offered[long[:10]])}}
+    state = {"values": {"arg:target": _picked(select, offered[long])}}
     assert parse_edit({"state": state}, schema=schema, current=current) == ({"target": long}, {})
 
     # Drawn from a schema that offered a choice the tool no longer has: an error, not a guess.
@@ -388,23 +390,6 @@ def test_more_choices_than_a_select_holds_are_typed_and_checked_by_the_schema():
     assert parse_edit({"state": typed}, schema=numbers, current={"n": 7}) == ({"n": 99}, {})
 
 
-def test_an_optional_choice_can_be_left_out_and_a_required_one_cannot():
-    """Slack cannot clear a select once something is picked: an optional argument offers
-    leaving it out (the tool's default then applies); a required one does not."""
-    schema = {
-        "properties": {"channel": {"enum": ["public", "internal"]}, "mode": {"enum": ["a", "b"]}},
-        "required": ["mode"],
-    }
-    current = {"channel": "internal", "mode": "a"}
-    widgets = _widgets(edit_modal(action_id="a", tool_name="t", schema=schema, current=current))
-    channel, mode = widgets["arg:channel"], widgets["arg:mode"]
-    assert len(channel["options"]) == 3 and len(mode["options"]) == 2
-    leave_out = channel["options"][-1]
-    assert "leave" in leave_out["text"]["text"].lower()
-    state = {"values": {"arg:channel": _picked(channel, leave_out)}}
-    assert parse_edit({"state": state}, schema=schema, current=current) == ({"mode": "a"}, {})
-
-
 def test_choices_that_would_read_alike_are_typed_never_picked_blind():
     """A select shows each choice in 75 characters: two long choices that differ only past
     that, or the number 1 and the string "1", would look the same. The reviewer then types
@@ -414,35 +399,21 @@ def test_choices_that_would_read_alike_are_typed_never_picked_blind():
         "properties": {
             "command": {"enum": [head + " --dry-run", head + " --force"]},
             "level": {"enum": [1, "1"]},
+            "spaced": {"enum": ["eu  west", "eu west"]},
+            "cased": {"enum": ["Prod", "prod"]},
             "fine": {"enum": [1, "one", True, None]},
         },
         "required": ["command", "level", "fine"],
     }
-    widgets = _modal_widgets(schema, {"command": head + " --dry-run", "level": 1, "fine": 1})
+    current = {"command": head + " --dry-run", "level": 1, "fine": 1, "spaced": "eu west"}
+    widgets = _modal_widgets(schema, current)
     assert widgets["arg:command"]["initial_value"] == head + " --dry-run"
-    assert widgets["arg:level"]["type"] == "plain_text_input"
-    assert _labels(widgets["arg:fine"]) == ["1", "one", "true", "null"]
-    typed = {"values": {"arg:level": {"value": {"type": "plain_text_input", "value": '"1"'}}}}
-    args, errors = parse_edit({"state": typed}, schema=schema, current={"level": 1})
-    assert (args, errors) == ({"level": "1"}, {})
-
-
-def test_leaving_a_choice_out_says_what_the_tool_then_takes():
-    """Left out, an argument takes the tool's default: the option says which, and is not
-    offered when the default is one of the choices (picking it is the same thing)."""
-    schema = {
-        "properties": {
-            "visibility": {"enum": ["private", "public"], "default": "public"},
-            "region": {"enum": ["eu", "us"], "default": "auto"},
-            "note": {"enum": ["a", "b"]},
-        }
-    }
-    widgets = _modal_widgets(schema, {"visibility": "private", "region": "eu", "note": "a"})
-    assert _labels(widgets["arg:visibility"]) == ["private", "public"]
-    assert _labels(widgets["arg:region"])[-1] == "(leave it out: default auto)"
-    assert _labels(widgets["arg:note"])[-1] == "(leave it out)"
-    long_default = {"properties": {"mode": {"enum": ["a", "b"], "default": "c" * 80}}}
-    assert _labels(_modal_widgets(long_default, {"mode": "a"})["arg:mode"]) == ["a", "b"]
+    assert {widgets[b]["type"] for b in ("arg:spaced", "arg:cased")} == {"plain_text_input"}
+    assert _labels(widgets["arg:level"]) == ["1", '"1"']  # not all strings: each as JSON
+    assert _labels(widgets["arg:fine"]) == ["1", '"one"', "true", "null"]
+    typed = {"values": {"arg:cased": {"value": {"type": "plain_text_input", "value": "prod"}}}}
+    args, errors = parse_edit({"state": typed}, schema=schema, current={"cased": "Prod"})
+    assert (args, errors) == ({"cased": "prod"}, {})
 
 
 def test_a_field_drawn_from_another_schema_is_an_error_not_a_guess():
@@ -460,11 +431,21 @@ def test_a_field_drawn_from_another_schema_is_an_error_not_a_guess():
     assert set(errors) == {"arg:region"}
 
 
-def test_a_typed_choice_left_empty_keeps_its_value_and_non_strings_are_json():
-    """As a select left without a choice: emptying the box changes nothing."""
-    schema = {"properties": {"n": {"enum": list(range(120))}}, "required": ["n"]}
+def test_a_typed_choice_emptied_is_left_out_as_any_text_field_and_non_strings_are_json():
+    """Slack marks an optional field so: emptied, the argument is left out (the tool's schema
+    refuses that for a required one, on the field)."""
+    schema = {"properties": {"n": {"enum": list(range(120))}}}
     modal = edit_modal(action_id="a", tool_name="t", schema=schema, current={"n": 7})
     (field,) = [b for b in modal["blocks"] if b["type"] == "input"]
-    assert field["label"]["text"] == "n (JSON)"
+    assert (field["label"]["text"], field["element"]["initial_value"]) == ("n (JSON)", "7")
     empty = {"values": {"arg:n": {"value": {"type": "plain_text_input", "value": None}}}}
-    assert parse_edit({"state": empty}, schema=schema, current={"n": 7}) == ({"n": 7}, {})
+    assert parse_edit({"state": empty}, schema=schema, current={"n": 7}) == ({}, {})
+
+
+def test_an_optional_select_offers_only_the_tools_choices():
+    """Nothing is added to a select that the reviewer would approve unseen (leaving an
+    argument out means whatever default the tool then takes)."""
+    schema = {"properties": {"channel": {"enum": ["public", "internal"], "default": "public"}}}
+    select = _modal_widgets(schema, {"channel": "internal"})["arg:channel"]
+    assert _labels(select) == ["public", "internal"]
+    assert select["initial_option"]["text"]["text"] == "internal"
