@@ -38,12 +38,17 @@ def thread_of(config: Mapping[str, Any] | None) -> str | None:
     return str(claimed) if str(thread) == server_thread_id(str(claimed)) else None
 
 
+_OURS = ("call-sha256:", "task:", "task-sha256:", "once:")
+"""How the ids this module makes begin: a model's id that begins so is never kept as it is."""
+
+
 def kept_call_id(call_id: str | None) -> str | None:
-    """A model's tool-call id as the store keeps it: itself, or past what its column holds,
-    its digest (the same wherever it is looked up: the review, the gate, the evidence)."""
-    if call_id is None or len(call_id) <= CALL_ID_LENGTH:
+    """A model's tool-call id as the store keeps it: itself, or its digest (the same wherever
+    it is looked up: the review, the gate, the evidence) past what its column holds, or when
+    it looks like an id of ours (a model cannot pass for another call, or a node's task)."""
+    if call_id is None or (len(call_id) <= CALL_ID_LENGTH and not call_id.startswith(_OURS)):
         return call_id
-    return f"call-sha256:{hashlib.sha256(call_id.encode()).hexdigest()}"
+    return f"{_OURS[0]}{hashlib.sha256(call_id.encode()).hexdigest()}"
 
 
 def call_id_of(config: Mapping[str, Any] | None, tool_call_id: str | None) -> str:

@@ -62,3 +62,7 @@ def test_a_kept_call_id_is_the_id_itself_when_it_fits_and_the_same_digest_each_t
     assert kept_call_id(long) == kept_call_id(long) == call_id_of(None, long)
     assert kept_call_id(long) != kept_call_id(long + "z")
     assert len(kept_call_id(long) or "") <= CALL_ID_LENGTH and kept_call_id(None) is None
+    # A model's id made to look like one of ours (another call's digest, a node's task) is
+    # not kept as it is, so it never stands for that call.
+    for forged in (kept_call_id(long), "task:graph:abc", "once:1234"):
+        assert forged is not None and kept_call_id(forged) != forged
