@@ -174,10 +174,11 @@ def parse_edit(
             continue
         if present:
             args[name] = parsed
-        elif kind not in ("enum", "boolean"):
+        elif kind not in ("enum", "boolean") and current.get(name) not in (None, ""):
             args.pop(name, None)  # a text field emptied (the tool's schema says if it may be)
         # A select or a yes/no left without a choice showed none (the value was not one
-        # offered) and cannot be cleared: the value stays as it was, seen or not.
+        # offered) and cannot be cleared, and a field that opened empty and stayed so was
+        # left as it was: the value stays, never replaced by a default nobody saw.
     return args, errors
 
 

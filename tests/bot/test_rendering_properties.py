@@ -449,3 +449,26 @@ def test_an_optional_select_offers_only_the_tools_choices():
     select = _modal_widgets(schema, {"channel": "internal"})["arg:channel"]
     assert _labels(select) == ["public", "internal"]
     assert select["initial_option"]["text"]["text"] == "internal"
+
+
+def test_a_field_that_opened_empty_and_stayed_so_keeps_its_value():
+    """A null shows as an empty box: saving it untouched must not drop the argument, which
+    would approve whatever default the tool then fills in, unseen."""
+    schema = {
+        "properties": {
+            "mode": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": "live"},
+            "region": {"enum": [*(f"r{n}" for n in range(120)), None], "default": "r1"},
+        }
+    }
+    current = {"mode": None, "region": None}
+    widgets = _modal_widgets(schema, current)
+    assert (
+        "initial_value" not in widgets["arg:mode"] and "initial_value" not in widgets["arg:region"]
+    )
+    untouched = {
+        "values": {
+            block: {"value": {"type": "plain_text_input", "value": None}}
+            for block in ("arg:mode", "arg:region")
+        }
+    }
+    assert parse_edit({"state": untouched}, schema=schema, current=current) == (current, {})
