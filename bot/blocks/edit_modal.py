@@ -182,6 +182,24 @@ def parse_edit(
     return args, errors
 
 
+def errors_on_fields(by_name: dict[str, str], fields: list[str]) -> dict[str, str]:
+    """The tool's errors by argument, by the form's blocks. An error on no field of the form
+    (on the arguments as a whole, or on one kept out of it) goes on the first field, naming
+    its argument, with any others there: none hides another."""
+    errors: dict[str, str] = {}
+    elsewhere: list[str] = []
+    for name, message in by_name.items():
+        block = field_block_id(name)
+        if block in fields or not fields:
+            errors[block] = message
+        else:
+            elsewhere.append(f"{name}: {message}")
+    if elsewhere:
+        first = fields[0]
+        errors[first] = "; ".join([*([errors[first]] if first in errors else []), *elsewhere])
+    return errors
+
+
 def _element_type(kind: str) -> str:
     return _ELEMENT_TYPES.get(kind, "plain_text_input")
 

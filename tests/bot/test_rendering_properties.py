@@ -18,7 +18,7 @@ from slack_sdk.models.views import View
 from agent_runtime.views import ActionView, ApprovalView, DecisionView, RunView
 from bot.blocks.approval_card import approval_card
 from bot.blocks.arguments import full_argument_pages
-from bot.blocks.edit_modal import edit_modal, parse_edit
+from bot.blocks.edit_modal import edit_modal, errors_on_fields, field_block_id, parse_edit
 from bot.blocks.messages import run_result_message, run_root_message
 from bot.blocks.modals import arguments_modal, reject_modal, respond_modal
 from tests.bot.formatting import (
@@ -472,3 +472,21 @@ def test_a_field_that_opened_empty_and_stayed_so_keeps_its_value():
         }
     }
     assert parse_edit({"state": untouched}, schema=schema, current=current) == (current, {})
+
+
+def test_errors_on_no_field_of_the_form_name_their_argument_and_hide_no_other():
+    """The whole arguments, or one kept out of the form, have no field: their errors go on
+    the first one, with the argument they are about, alongside that field's own."""
+    fields = ["arg:path", "arg:channel"]
+    by_name = {
+        "path": "Enter a path.",
+        "(arguments)": "path and channel cannot both be public.",
+        "body": "Too long.",
+        "channel": "Not one of the choices.",
+    }
+    assert errors_on_fields(by_name, fields) == {
+        "arg:path": "Enter a path.; (arguments): path and channel cannot both be public.; "
+        "body: Too long.",
+        "arg:channel": "Not one of the choices.",
+    }
+    assert errors_on_fields({"(arguments)": "No."}, []) == {field_block_id("(arguments)"): "No."}

@@ -11,7 +11,7 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 
-from bot.blocks.edit_modal import field_block_id, parse_edit
+from bot.blocks.edit_modal import errors_on_fields, parse_edit
 from bot.blocks.modals import notice_modal, reject_reason, respond_answer
 from bot.errors import BUSY_SUBMISSION
 from bot.ids import BlockId, CallbackId, parse_choice
@@ -113,10 +113,8 @@ def on_edit_submitted(ack: Ack, context: BoltContext) -> None:
     schema, current = form
     args, errors = parse_edit(submission.view.as_dict(), schema=schema, current=current)
     if not errors:
-        fields = submission.view.input_blocks()
-        for name, message in services.engine.edit_errors(action_id, args).items():
-            block = field_block_id(name)
-            errors[block if block in fields else (fields[0] if fields else block)] = message
+        by_name = services.engine.edit_errors(action_id, args)
+        errors = errors_on_fields(by_name, submission.view.input_blocks())
     if errors:
         ack(response_action="errors", errors=errors)
         return
