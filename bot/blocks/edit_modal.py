@@ -174,12 +174,18 @@ def parse_edit(
             continue
         if present:
             args[name] = parsed
-        elif kind not in ("enum", "boolean") and current.get(name) not in (None, ""):
+        elif kind not in ("enum", "boolean") and _showed(kind, resolved, current, name):
             args.pop(name, None)  # a text field emptied (the tool's schema says if it may be)
         # A select or a yes/no left without a choice showed none (the value was not one
         # offered) and cannot be cleared, and a field that opened empty and stayed so was
         # left as it was: the value stays, never replaced by a default nobody saw.
     return args, errors
+
+
+def _showed(kind: str, prop: dict[str, Any], current: dict[str, Any], name: str) -> bool:
+    """Whether the field opened with something in it (as ``edit_modal`` drew it)."""
+    drawn = _element(kind, prop, current.get(name, prop.get("default")))
+    return drawn is not None and "initial_value" in drawn
 
 
 def errors_on_fields(by_name: dict[str, str], fields: list[str]) -> dict[str, str]:

@@ -460,18 +460,23 @@ def test_a_field_that_opened_empty_and_stayed_so_keeps_its_value():
             "region": {"enum": [*(f"r{n}" for n in range(120)), None], "default": "r1"},
         }
     }
-    current = {"mode": None, "region": None}
+    schema["properties"]["copies"] = {"type": "integer", "default": 1}
+    schema["properties"]["meta"] = {"type": "object"}
+    current = {"mode": None, "region": None, "copies": "all", "meta": ""}
     widgets = _modal_widgets(schema, current)
-    assert (
-        "initial_value" not in widgets["arg:mode"] and "initial_value" not in widgets["arg:region"]
-    )
+    assert not any("initial_value" in widgets[f"arg:{n}"] for n in ("mode", "region", "copies"))
+    assert widgets["arg:meta"]["initial_value"] == '""'
     untouched = {
         "values": {
-            block: {"value": {"type": "plain_text_input", "value": None}}
-            for block in ("arg:mode", "arg:region")
+            f"arg:{name}": {"value": {"type": widgets[f"arg:{name}"]["type"], "value": None}}
+            for name in ("mode", "region", "copies")
         }
     }
     assert parse_edit({"state": untouched}, schema=schema, current=current) == (current, {})
+    # A field that showed something and was emptied is left out, whatever it held.
+    cleared = {"values": {"arg:meta": {"value": {"type": "plain_text_input", "value": ""}}}}
+    args, errors = parse_edit({"state": cleared}, schema=schema, current=current)
+    assert (errors, "meta" in args) == ({}, False)
 
 
 def test_errors_on_no_field_of_the_form_name_their_argument_and_hide_no_other():
