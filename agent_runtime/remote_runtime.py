@@ -113,9 +113,6 @@ class RemoteRuntime:
     def invoke(self, payload: Any, thread_id: str) -> None:
         """Run on the server to the thread's next stop (read it with ``state``: a run's
         output does not say which interrupts are pending)."""
-        self._run(payload, thread_id)
-
-    def _run(self, payload: Any, thread_id: str) -> None:
         server_id = server_thread_id(thread_id)
         attempt = uuid.uuid4().hex
         try:

@@ -19,8 +19,9 @@ from agent_runtime.catalog import ToolCatalog
 
 class ThreadStop(Protocol):
     """Where a thread stopped: its values (messages as LangChain messages; every key of
-    ``wire.STOP_KEYS`` the state has, others maybe not) and its pending interrupts,
-    subgraphs' included (none: it ended). A ``StateSnapshot`` is one."""
+    ``wire.STOP_KEYS`` the state has, others maybe not; as the run left them, or as read
+    back) and its pending interrupts as a read gives them, subgraphs' included (none: it
+    ended). A ``StateSnapshot`` is one."""
 
     @property
     def values(self) -> Mapping[str, Any] | Any: ...
@@ -43,9 +44,9 @@ class AgentRuntime(Protocol):
 
     def invoke(self, payload: Any, thread_id: str) -> ThreadStop | None:
         """Run the thread to its next stop: the first input, a resume ``Command`` (bound to
-        its interrupt id), or ``None`` to finish an interrupted step. Where it stopped, as
-        ``state`` would read it then, if the run itself tells it; ``None``: the caller reads
-        it with ``state`` (a failed read is not a failed run)."""
+        its interrupt id), or ``None`` to finish an interrupted step. Where it stopped, if the
+        run itself tells it (its interrupts as ``state`` would read them); ``None``: the
+        caller reads it with ``state`` (a failed read is not a failed run)."""
 
     def close(self) -> None:
         """Release connections."""

@@ -471,12 +471,13 @@ def long_call_ids_agent(checkpointer, *, model, workspace, gate):  # type: ignor
     from agent_runtime.protect import gate_tools
 
     class LongIds(OfflineChatModel):
-        def _reply(self, messages):  # type: ignore[no-untyped-def]
-            reply = super()._reply(messages)
-            for call in reply.tool_calls:
-                if len(call["id"] or "") < 300:
-                    call["id"] = f"{call['id']}_{'x' * 300}"
-            return reply
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+            for generation in result.generations:
+                for call in getattr(generation.message, "tool_calls", []):
+                    if len(call["id"] or "") < 300:
+                        call["id"] = f"{call['id']}_{'x' * 300}"
+            return result
 
     def send(recipient: str, text: str) -> str:
         workspace.record_effect("send_external_message", recipient=recipient, text=text)

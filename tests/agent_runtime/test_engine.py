@@ -297,8 +297,10 @@ def test_a_resume_reads_the_thread_once_before_it_and_takes_where_it_stopped_fro
 def test_a_failed_read_of_where_a_resume_stopped_leaves_it_to_recovery(tmp_path):
     """The resume ran; reading where it left the thread failed (the store went away for a
     moment). That is not a failed run: the request stays claimed, and its lease running out
-    has it finished by recovery, as a crash would."""
-    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_then_answer")
+    has it finished by recovery, as after a crash: here by what the evidence says (this
+    graph's effect leaves neither a tool result nor an execution record)."""
+    clock = Clock()
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:review_then_answer", clock=clock)
     try:
         run_id, action_id = paused_run(env)
         read = env.runtime.state
@@ -318,6 +320,15 @@ def test_a_failed_read_of_where_a_resume_stopped_leaves_it_to_recovery(tmp_path)
             request = s.scalars(select(ApprovalRequest)).one()
             assert run is not None and (request.status, run.status) == ("resuming", "waiting")
         assert env.notes.finished == []
+        env.runtime.state = read  # type: ignore[method-assign]
+        clock.now += dt.timedelta(minutes=11)  # the claim's lease ran out
+        assert env.engine.reconcile().resumed == 1
+        with env.db.transaction() as s:
+            request = s.scalars(select(ApprovalRequest)).one()
+            assert request.status == "failed"
+            assert "nothing shows whether it ran" in str(request.outcome)
+        assert _status(env, run_id) == "failed"
+        assert [r.id for r in env.notes.finished] == [run_id]
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
