@@ -125,8 +125,10 @@ class Background:
         return closed
 
     def _advance_stalled_runs(self) -> int:
-        """Runs left waiting with no open approval: their last resume finished but the
-        process died before recording what came next (a new interrupt, or the result)."""
+        """Runs left waiting or running with no open approval: a process died before it
+        recorded what came next (a new interrupt, or the result), or before it started the
+        agent (its thread posted). One whose lock is held is at work: left for a later
+        round."""
         with self.db.transaction() as s:
             stalled = MaintenanceQueries(s).stalled_runs(
                 settled_before=self.claims.settled_before()
@@ -134,14 +136,15 @@ class Background:
         advanced = 0
         for run_id in stalled:
             try:
-                with self.locks.hold(run_id):
+                with self.locks.try_hold(run_id) as held:
+                    if not held:
+                        continue
                     with self.db.transaction() as s:
                         still = MaintenanceQueries(s).is_stalled(run_id)
                     if still:
                         self.carry_on(run_id)
+                        advanced += 1
             except Exception:  # one run must not keep the others, or the steps after, waiting
                 logger.exception("could not advance the stalled run %s; trying again later", run_id)
                 self._put_back(run_id)
-            else:
-                advanced += 1
         return advanced

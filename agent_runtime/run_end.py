@@ -15,13 +15,14 @@ from dataclasses import dataclass, replace
 from sqlalchemy.orm import Session
 
 from agent_runtime.policy import Policy
-from agent_runtime.recording import audit_text
+from agent_runtime.recording import POLICY_VETO, audit_text
 from agent_runtime.resume_records import audit_request_end
 from agent_runtime.views import ApprovalView, RunView, approval_view, run_view
-from store.models import ApprovalRequest, Run
+from store.models import Action, ApprovalRequest, Run
 from store.pending_reads import RunRecord
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 from store.request_end import Closed
+from store.run_history import RunHistory
 from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 
 CLOSED_WITH_RUN = "its run ended before this was decided; nothing of it ran"
@@ -167,3 +168,31 @@ def record_run_end(
     """Both steps at once, for a transaction that writes nothing else."""
     ended = end_run(s, run_id, status=status, text=text)
     return None if ended is None else audit_run_end(s, ended, policy=policy)
+
+
+@dataclass(frozen=True)
+class Stopping:
+    refused: int
+    """Proposals refused by the policy in a row."""
+    others: list[ApprovalRequest]
+    """The run's other pending approvals, their rows locked."""
+
+
+def refused_too_often(
+    s: Session, request: ApprovalRequest, actions: list[Action], *, limit: int
+) -> Stopping | None:
+    """Past ``limit`` proposals in a row with a call the policy refused (however many calls
+    each), the run is stopped: each refusal is answered at once, so an agent that keeps
+    proposing such calls would loop for ever. If so, its other pending approvals are locked
+    now, to be closed with it.
+
+    Their rows are locked after the run's, against the usual order, but before the audit
+    chain: every other end of a run holds its thread lock too, and a decision, which locks
+    one of them, locks no run row."""
+    if not any(POLICY_VETO in (a.extra or {}) for a in actions):
+        return None
+    refused = RunHistory(s).refused_in_a_row(request.run_id, marked=POLICY_VETO)
+    if refused <= limit:
+        return None
+    others = [r for r in lock_pending(s, request.run_id) if r.id != request.id]
+    return Stopping(refused, others)

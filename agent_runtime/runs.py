@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage
-from sqlalchemy.orm import Session
 
 from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
@@ -21,8 +20,8 @@ from agent_runtime.call_identity import kept_call_id
 from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
 from agent_runtime.policy import Policy
-from agent_runtime.recording import POLICY_VETO, audited_actions, build_request
-from agent_runtime.run_end import Told, fail_at_stop, lock_pending, record_run_end
+from agent_runtime.recording import audited_actions, build_request
+from agent_runtime.run_end import Told, fail_at_stop, record_run_end, refused_too_often
 from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
@@ -35,12 +34,18 @@ from agent_runtime.wire import (
 )
 from store.clean import clean_text
 from store.db import Database, refused_for_content
-from store.models import Action, ApprovalRequest, Run, new_id
+from store.models import Run, new_id
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 from store.run_history import RunHistory
 from store.statuses import FINISHED_RUN, RunStatus
 
 logger = logging.getLogger(__name__)
+
+
+STOPPED_MIDWAY = (
+    "The agent stopped before it paused or finished (the bot restarted while it worked). "
+    "Start the request again."
+)
 
 
 class RunLifecycle:
@@ -137,6 +142,19 @@ class RunLifecycle:
             self._leave_to_maintenance(run_id)
             return None
 
+    def _read_or_start(self, run_id: str) -> ThreadStop | None:
+        """Where the run's thread stopped; one never started (its process died first) is
+        started now, under the run's lock as any start. A first run that stopped mid-way
+        (its process died while the agent worked, or its failure was never recorded) fails,
+        told: nothing is run again that no one asked for since."""
+        if not self.runtime.has_checkpoint(run_id):
+            return self.execute(run_id)
+        state = self.runtime.state(run_id)
+        if state.next and not state.interrupts and self._status(run_id) == RunStatus.RUNNING:
+            self.fail(run_id, STOPPED_MIDWAY)
+            return None
+        return state
+
     def _leave_to_maintenance(self, run_id: str) -> None:
         """A started run whose stop was not recorded: waiting with nothing open, which
         maintenance reads again once the run settled (``stalled_runs``), as after a crash."""
@@ -157,7 +175,9 @@ class RunLifecycle:
         checked = state is None
         if checked and self._cancelled(run_id):
             return
-        state = state if state is not None else self.runtime.state(run_id)
+        state = state if state is not None else self._read_or_start(run_id)
+        if state is None:  # started now, and it failed (told), or it was cancelled
+            return
         if not state.interrupts:
             self._finish(run_id, RunStatus.COMPLETED, final_text(state.values))
             return
@@ -219,7 +239,9 @@ class RunLifecycle:
             for action in actions:
                 self.roles.remember(action.id, action.approver_roles)
             RunRepository(s).set_status(run, RunStatus.WAITING)
-            stopping = self._refused_too_often(s, request, actions)  # before the audit chain
+            stopping = refused_too_often(  # before the audit chain
+                s, request, actions, limit=self.policy.defaults.max_policy_refusals
+            )
             AuditRepository(s).record(
                 "interrupt_recorded",
                 run_id=run_id,
@@ -243,29 +265,13 @@ class RunLifecycle:
             decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
             return _Recorded(request.id, decided=decided)
 
-    def _refused_too_often(
-        self, s: Session, request: ApprovalRequest, actions: list[Action]
-    ) -> _Stopping | None:
-        """Past ``max_policy_refusals`` proposals in a row with a call the policy refused
-        (however many calls each), the run is stopped: each refusal is answered at once, so
-        an agent that keeps proposing such calls would loop for ever. If so, its other
-        pending approvals are locked now, to be closed with it.
-
-        Their rows are locked after the run's, against the usual order, but before the audit
-        chain: every other end of a run holds its thread lock too, and a decision, which
-        locks one of them, locks no run row."""
-        if not any(POLICY_VETO in (a.extra or {}) for a in actions):
-            return None
-        refused = RunHistory(s).refused_in_a_row(request.run_id, marked=POLICY_VETO)
-        if refused <= self.policy.defaults.max_policy_refusals:
-            return None
-        others = [r for r in lock_pending(s, request.run_id) if r.id != request.id]
-        return _Stopping(refused, others)
-
     def _cancelled(self, run_id: str) -> bool:
+        return self._status(run_id) == RunStatus.CANCELLED
+
+    def _status(self, run_id: str) -> str | None:
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id)
-            return run is not None and run.status == RunStatus.CANCELLED
+            return run.status if run is not None else None
 
     def fail(self, run_id: str, reason: str) -> None:
         self._finish(run_id, RunStatus.FAILED, reason)
@@ -291,11 +297,3 @@ class _Recorded:
     """Nothing left for people to decide, and claimed by this process: resume it now."""
     stopped: Told | None = None
     """The run stopped instead (too many calls refused by the policy): tell its thread."""
-
-
-@dataclass(frozen=True)
-class _Stopping:
-    refused: int
-    """Proposals refused by the policy in a row."""
-    others: list[ApprovalRequest]
-    """The run's other pending approvals, their rows locked."""

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Select, or_, select
+from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import ApprovalRequest, Run
 from store.statuses import FINISHED_RUN, OPEN_REQUEST, UNFINISHED_RUN, RequestStatus, RunStatus
+
+_CARRIED_ON = or_(
+    Run.status == RunStatus.WAITING,
+    and_(Run.status == RunStatus.RUNNING, Run.thread_ts.is_not(None)),
+)
+"""A run that maintenance carries on when it has nothing open and has settled: waiting, or
+running once its start got as far as its thread (the start then holds the run's lock until
+its first stop is recorded; before that, it may still be posting the thread's first
+message)."""
 
 
 class MaintenanceQueries:
@@ -28,9 +37,11 @@ class MaintenanceQueries:
         return list(self.session.scalars(stmt.limit(self.limit)))
 
     def stalled_runs(self, *, settled_before: dt.datetime) -> list[str]:
-        """Runs left waiting with no open approval (their next step was never recorded)."""
+        """Runs left waiting with no open approval (their next step was never recorded), or
+        left running (a process died before its first stop was recorded, or before it
+        started the agent)."""
         stmt = select(Run.id).where(
-            Run.status == RunStatus.WAITING,
+            _CARRIED_ON,
             Run.updated_at <= settled_before,
             Run.id.not_in(self._open_runs()),
         )
@@ -52,13 +63,13 @@ class MaintenanceQueries:
 
     def is_stalled(self, run_id: str) -> bool:
         """``stalled_runs``' condition for one run, read again under the run's lock."""
-        waiting = self.session.scalar(select(Run.status).where(Run.id == run_id))
+        carried_on = self.session.scalar(select(Run.id).where(Run.id == run_id, _CARRIED_ON))
         open_now = self.session.scalar(
             select(ApprovalRequest.id)
             .where(ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(OPEN_REQUEST))
             .limit(1)
         )
-        return waiting == RunStatus.WAITING and open_now is None
+        return carried_on is not None and open_now is None
 
     def cards_out_of_date(self) -> list[ApprovalRequest]:
         """Cards whose message shows another status than the request's. While resuming, the

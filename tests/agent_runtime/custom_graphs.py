@@ -490,3 +490,16 @@ def long_call_ids_agent(checkpointer, *, model, workspace, gate):  # type: ignor
     return create_agent(
         LongIds(), gate_tools(gate, [tool]), middleware=[review], checkpointer=checkpointer
     )
+
+
+def failing_first_step(checkpointer, **_offers):  # type: ignore[no-untyped-def]
+    """An agent whose first step raises (its run's failure is then what is to be recorded)."""
+
+    def fail(state: State) -> State:
+        raise RuntimeError("the model provider is down")
+
+    graph = StateGraph(State)
+    graph.add_node("fail", fail)
+    graph.add_edge(START, "fail")
+    graph.add_edge("fail", END)
+    return graph.compile(checkpointer=checkpointer)

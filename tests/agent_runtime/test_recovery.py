@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from sqlalchemy import select
 
 from agent_runtime import announcer as announcer_module
@@ -16,9 +16,18 @@ from agent_runtime import engine as engine_module
 from agent_runtime import gate as gate_module
 from agent_runtime import resume as resume_module
 from agent_runtime.graph_runtime import close_checkpointer
+from agent_runtime.runs import STOPPED_MIDWAY
 from store.audit_models import AuditEvent
 from store.models import ApprovalRequest, Run, utcnow
-from tests.agent_runtime.engine_env import REQUESTER, REVIEWER, Env, decide, make_env, paused_run
+from tests.agent_runtime.engine_env import (
+    REQUESTER,
+    REVIEWER,
+    SEND,
+    Env,
+    decide,
+    make_env,
+    paused_run,
+)
 
 
 class Crash(BaseException):
@@ -193,3 +202,70 @@ def test_a_stalled_run_that_cannot_be_advanced_does_not_stop_the_others(env, clo
         left = s.get(Run, stuck)
         assert left.status == "waiting"  # left for a later reconcile, behind the others
         assert left.updated_at == clock.now
+
+
+def _requested_runs(env: Env) -> list[str]:
+    return [a.run.id for a in env.notes.requested]
+
+
+def _run_status(env: Env, run_id: str) -> str:
+    with env.db.transaction() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        return run.status
+
+
+def test_a_run_whose_process_died_before_recording_its_first_stop_gets_its_card(env, clock):
+    """The agent ran to its first interrupt and the process died before recording it: the
+    run is left running with no card. Once no one can be at work on it (a lease passed, its
+    lock free), maintenance reads where it stopped and posts the card."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    env.engine.set_thread(run.id, "1.5")
+    env.runtime.invoke({"messages": [HumanMessage(SEND)]}, run.id)  # then the process died
+    assert env.engine.reconcile().advanced == 0, "a run may be at work until a lease passed"
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    assert env.engine.reconcile().advanced == 1
+    assert _requested_runs(env) == [run.id] and _run_status(env, run.id) == "waiting"
+    assert env.engine.reconcile().advanced == 0, "recorded once"
+
+
+def test_a_run_whose_process_died_before_starting_it_is_started(env, clock):
+    """The slash command was answered, the run stored and its thread posted; the process died
+    before the agent started. Maintenance starts it (a thread never started has no
+    checkpoint), once. Before its thread is posted, the start may still be under way (a slow
+    Slack call): it is left alone."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    assert env.engine.reconcile().advanced == 0, "its start may be posting its thread"
+    env.engine.set_thread(run.id, "1.5")
+    assert env.engine.reconcile().advanced == 1
+    assert _requested_runs(env) == [run.id] and _run_status(env, run.id) == "waiting"
+
+
+def test_a_run_at_work_is_left_alone(env, clock):
+    """A run whose agent is working (its lock held: a long model call, say) is not touched,
+    however long it has been running."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    env.engine.set_thread(run.id, "1.5")
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    with env.engine.locks.hold(run.id):
+        assert env.engine.reconcile().advanced == 0
+    assert _requested_runs(env) == [] and _run_status(env, run.id) == "running"
+
+
+def test_a_first_run_that_stopped_midway_unrecorded_fails_and_is_told(tmp_path, clock):
+    """The agent raised (or its process died while it worked) and that was never recorded:
+    nothing shows what it would do next, and no one asked for it again. It fails, told."""
+    env = make_env(tmp_path, "tests.agent_runtime.custom_graphs:failing_first_step", clock=clock)
+    try:
+        run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text="go")
+        env.engine.set_thread(run.id, "1.5")
+        with pytest.raises(RuntimeError):
+            env.runtime.invoke({"messages": []}, run.id)  # then the process died
+        clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+        assert env.engine.reconcile().advanced == 1
+        assert _run_status(env, run.id) == "failed"
+        assert [r.result_text for r in env.notes.finished] == [STOPPED_MIDWAY]
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
