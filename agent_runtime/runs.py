@@ -46,6 +46,7 @@ STOPPED_MIDWAY = (
     "The agent stopped before it paused or finished (the bot restarted while it worked). "
     "Start the request again."
 )
+NEVER_STARTED = "The agent did not start (the bot restarted first). Start the request again."
 
 
 class RunLifecycle:
@@ -142,15 +143,18 @@ class RunLifecycle:
             self._leave_to_maintenance(run_id)
             return None
 
-    def _read_or_start(self, run_id: str) -> ThreadStop | None:
-        """Where the run's thread stopped; one never started (its process died first) is
-        started now, under the run's lock as any start. A first run that stopped mid-way
-        (its process died while the agent worked, or its failure was never recorded) fails,
-        told: nothing is run again that no one asked for since."""
-        if not self.runtime.has_checkpoint(run_id):
-            return self.execute(run_id)
-        state = self.runtime.state(run_id)
-        if state.next and not state.interrupts and self._status(run_id) == RunStatus.RUNNING:
+    def _read_or_end(self, run_id: str) -> ThreadStop | None:
+        """Where the run's thread stopped. A run left running that never started (its
+        process died first, or its start failed and the requester was told so) or that
+        stopped mid-way (its process died while the agent worked, or its failure was never
+        recorded) fails, told: nothing is run that no one asked for since."""
+        if self._status(run_id) != RunStatus.RUNNING:
+            return self.runtime.state(run_id)
+        state = self.runtime.state(run_id) if self.runtime.has_checkpoint(run_id) else None
+        if state is None or state.created_at is None:
+            self.fail(run_id, NEVER_STARTED)
+            return None
+        if state.next and not state.interrupts:
             self.fail(run_id, STOPPED_MIDWAY)
             return None
         return state
@@ -175,8 +179,8 @@ class RunLifecycle:
         checked = state is None
         if checked and self._cancelled(run_id):
             return
-        state = state if state is not None else self._read_or_start(run_id)
-        if state is None:  # started now, and it failed (told), or it was cancelled
+        state = state if state is not None else self._read_or_end(run_id)
+        if state is None:  # a run left running that could not be carried on: failed, told
             return
         if not state.interrupts:
             self._finish(run_id, RunStatus.COMPLETED, final_text(state.values))

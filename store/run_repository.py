@@ -12,7 +12,7 @@ from store.clean import clean_text
 from store.db import affected
 from store.models import Run, utcnow
 from store.pending_reads import RunRecord
-from store.statuses import UNFINISHED_RUN, RunStatus
+from store.statuses import UNFINISHED_RUN
 from store.switch import hold_run_of
 
 
@@ -42,7 +42,7 @@ _RESULT_POSTED = (
 )
 _PUT_BACK = (
     update(Run)
-    .where(Run.id == bindparam("put_back"), Run.status == RunStatus.WAITING)
+    .where(Run.id == bindparam("put_back"), Run.status.in_(UNFINISHED_RUN))
     .values(updated_at=bindparam("at"))
 )
 _RESULT_NOT_POSTED = (

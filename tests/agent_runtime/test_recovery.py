@@ -16,7 +16,7 @@ from agent_runtime import engine as engine_module
 from agent_runtime import gate as gate_module
 from agent_runtime import resume as resume_module
 from agent_runtime.graph_runtime import close_checkpointer
-from agent_runtime.runs import STOPPED_MIDWAY
+from agent_runtime.runs import NEVER_STARTED, STOPPED_MIDWAY
 from store.audit_models import AuditEvent
 from store.models import ApprovalRequest, Run, utcnow
 from tests.agent_runtime.engine_env import (
@@ -229,17 +229,35 @@ def test_a_run_whose_process_died_before_recording_its_first_stop_gets_its_card(
     assert env.engine.reconcile().advanced == 0, "recorded once"
 
 
-def test_a_run_whose_process_died_before_starting_it_is_started(env, clock):
-    """The slash command was answered, the run stored and its thread posted; the process died
-    before the agent started. Maintenance starts it (a thread never started has no
-    checkpoint), once. Before its thread is posted, the start may still be under way (a slow
-    Slack call): it is left alone."""
+def test_a_run_whose_start_never_reached_the_agent_fails_and_is_told(env, clock):
+    """The slash command was answered, the run stored and its thread posted; then the process
+    died, or the start failed and the requester was told so. Maintenance does not start the
+    agent then (the requester may have asked again since): the run fails, and says so.
+    Before its thread is posted, the start may still be under way: it is left alone."""
     run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
     clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
     assert env.engine.reconcile().advanced == 0, "its start may be posting its thread"
     env.engine.set_thread(run.id, "1.5")
     assert env.engine.reconcile().advanced == 1
-    assert _requested_runs(env) == [run.id] and _run_status(env, run.id) == "waiting"
+    assert _requested_runs(env) == [] and not env.runtime.has_checkpoint(run.id)
+    assert _run_status(env, run.id) == "failed"
+    assert [r.result_text for r in env.notes.finished] == [NEVER_STARTED]
+
+
+def test_a_running_run_that_cannot_be_carried_on_goes_behind_the_others(env, clock, monkeypatch):
+    """As for waiting runs: one whose carrying on raises is tried again after the others."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    env.engine.set_thread(run.id, "1.5")
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+
+    def broken(run_id: str, state=None):  # type: ignore[no-untyped-def]
+        raise ValueError("the store refused it")
+
+    monkeypatch.setattr(env.engine.runs, "record_stop", broken)
+    assert env.engine.reconcile().advanced == 0
+    with env.db.transaction() as s:
+        left = s.get(Run, run.id)
+        assert left is not None and (left.status, left.updated_at) == ("running", clock.now)
 
 
 def test_a_run_at_work_is_left_alone(env, clock):
