@@ -43,10 +43,13 @@ logger = logging.getLogger(__name__)
 
 
 STOPPED_MIDWAY = (
-    "The agent stopped before it paused or finished (the bot restarted while it worked). "
+    "The agent stopped before it paused or finished, and nothing says why (the bot may have "
+    "restarted while it worked). Start the request again."
+)
+NEVER_STARTED = (
+    "The agent did not start (the bot stopped, or its start failed, before it began). "
     "Start the request again."
 )
-NEVER_STARTED = "The agent did not start (the bot restarted first). Start the request again."
 
 
 class RunLifecycle:
@@ -110,10 +113,12 @@ class RunLifecycle:
         return run_view(run)
 
     def set_thread(self, run_id: str, thread_ts: str) -> None:
+        """Its start is under way from now (its agent starts next): maintenance leaves it
+        a lease from now, however long the thread's post took."""
         with self.db.transaction() as s:
             run = RunRepository(s).get(run_id)
             if run is not None:
-                run.thread_ts = thread_ts
+                run.thread_ts, run.updated_at = thread_ts, self.clock()
 
     def execute(self, run_id: str) -> ThreadStop | None:
         """Run the agent to its first interrupt or its end; the state it stopped in, or
@@ -122,8 +127,8 @@ class RunLifecycle:
             run = RunRepository(s).get(run_id)
         if run is None:
             raise LookupError(run_id)
-        if run.status == RunStatus.CANCELLED:
-            logger.info("run %s was cancelled before it started; not starting it", run_id)
+        if run.status != RunStatus.RUNNING:  # cancelled, or ended by maintenance meanwhile
+            logger.info("run %s is %s before it started; not starting it", run_id, run.status)
             return None
         if self.runtime.has_checkpoint(run_id):
             logger.warning("run %s already has a checkpoint; not starting it again", run_id)

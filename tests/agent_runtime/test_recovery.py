@@ -238,6 +238,7 @@ def test_a_run_whose_start_never_reached_the_agent_fails_and_is_told(env, clock)
     clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
     assert env.engine.reconcile().advanced == 0, "its start may be posting its thread"
     env.engine.set_thread(run.id, "1.5")
+    clock.now += env.engine.claims.lease + dt.timedelta(seconds=1)
     assert env.engine.reconcile().advanced == 1
     assert _requested_runs(env) == [] and not env.runtime.has_checkpoint(run.id)
     assert _run_status(env, run.id) == "failed"
@@ -287,3 +288,20 @@ def test_a_first_run_that_stopped_midway_unrecorded_fails_and_is_told(tmp_path, 
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_run_is_settled_a_lease_after_its_thread_was_posted_and_never_started_once_ended(
+    env, clock
+):
+    """Its thread's post may take long (Slack's rate limits): maintenance counts the lease
+    from it. And a run maintenance ended meanwhile is never started by the start that
+    follows."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    lease = env.engine.claims.lease + dt.timedelta(seconds=1)
+    clock.now = utcnow() + lease
+    env.engine.set_thread(run.id, "1.5")  # a lease after the run was stored
+    assert env.engine.reconcile().advanced == 0, "a lease from the post, not the run's start"
+    clock.now += lease
+    assert env.engine.reconcile().advanced == 1
+    env.engine.execute_run(run.id)  # the start that was under way
+    assert not env.runtime.has_checkpoint(run.id) and _requested_runs(env) == []
