@@ -27,6 +27,16 @@ REQUESTER = Actor("U0ALICE", "T1")
 NEWEST = head_revision()  # the revision every store handed to make_env must be at
 
 
+class Clock:
+    """A clock a test moves: ``clock.now += ...``."""
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
 @dataclass
 class Recorder:
     requested: list = field(default_factory=list)

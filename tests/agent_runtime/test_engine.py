@@ -14,11 +14,12 @@ from agent_runtime.errors import AgentLoadError, NotPermitted
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.wire import final_text
 from store.audit_models import AuditEvent
-from store.models import Action, ApprovalRequest, Run, utcnow
+from store.models import Action, ApprovalRequest, Run
 from tests.agent_runtime.engine_env import (
     REQUESTER,
     REVIEWER,
     SEND,
+    Clock,
     Env,
     decide,
     make_env,
@@ -362,14 +363,6 @@ def test_a_failed_read_of_where_a_first_run_stopped_is_read_again_by_maintenance
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 def _status(env: Env, run_id: str) -> str:
