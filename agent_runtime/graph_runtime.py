@@ -185,7 +185,7 @@ class GraphRuntime:
 
     def __post_init__(self) -> None:
         self.catalog.add_graph(self.graph)
-        self.stops = OutputStops.of(self.graph, self.checkpointer.serde)
+        self.stops = OutputStops.of(self.graph)
 
     def config(self, thread_id: str) -> RunnableConfig:
         return RunnableConfig(

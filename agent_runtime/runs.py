@@ -153,16 +153,16 @@ class RunLifecycle:
         process died first, or its start failed and the requester was told so) or that
         stopped mid-way (its process died while the agent worked, or its failure was never
         recorded) fails, told: nothing is run that no one asked for since."""
+        state = self.runtime.state(run_id)  # no checkpoint: no ``created_at``
         if self._status(run_id) != RunStatus.RUNNING:
-            return self.runtime.state(run_id)
-        state = self.runtime.state(run_id) if self.runtime.has_checkpoint(run_id) else None
-        if state is None or state.created_at is None:
+            return state
+        if state.created_at is None:
             self.fail(run_id, NEVER_STARTED)
-            return None
-        if state.next and not state.interrupts:
+        elif state.next and not state.interrupts:
             self.fail(run_id, STOPPED_MIDWAY)
-            return None
-        return state
+        else:
+            return state
+        return None
 
     def _leave_to_maintenance(self, run_id: str) -> None:
         """A started run whose stop was not recorded: waiting with nothing open, which

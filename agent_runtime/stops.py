@@ -50,18 +50,17 @@ class OutputStops:
     what a read of the interrupts would have gone through."""
 
     @classmethod
-    def of(cls, graph: Pregel, serde: SerializerProtocol) -> OutputStops | None:
-        """For a graph whose output can tell where it stopped; ``None`` for any other.
-        ``serde``: the checkpointer's, unless the graph holds one of its own."""
-        if isinstance(graph.checkpointer, BaseCheckpointSaver):
-            serde = graph.checkpointer.serde
+    def of(cls, graph: Pregel) -> OutputStops | None:
+        """For a graph whose output can tell where it stopped; ``None`` for any other."""
+        if not isinstance(graph.checkpointer, BaseCheckpointSaver):
+            return None  # nothing of it is read back either
         output, state = graph.output_channels, graph.stream_channels_asis
         if isinstance(output, str) or isinstance(state, str):
             return None  # one channel's value: its output at an interrupt holds nothing else
         read = frozenset(state).intersection(STOP_KEYS)
         if not read <= set(output) or _hides_tasks(graph):
             return None
-        return cls(read, serde)
+        return cls(read, graph.checkpointer.serde)
 
     def stop(self, output: Any) -> Stopped | None:
         """Where the run that gave ``output`` stopped; ``None``: read it back."""

@@ -276,7 +276,7 @@ def tool_results(
     messages: Sequence[Any],
     call_ids: Sequence[str | None],
     *,
-    kept: Callable[[str | None], str | None] = lambda call_id: call_id,
+    kept: Callable[[str | None], str | None],
 ) -> dict[str, dict[str, str]]:
     """What each reviewed tool call returned: status and a short preview, for the audit log.
     ``call_ids`` as the store keeps them: ``kept`` makes a message's id one of those."""
