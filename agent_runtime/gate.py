@@ -27,8 +27,7 @@ from agent_runtime.schemas import InvalidArguments, ToolSchema
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import action_hash
 from store.db import Database
-from store.executions import ExecutionRepository
-from store.models import Action, ActionExecution
+from store.executions import ExecutionRepository, GatedAction, Spend
 from store.repositories import AuditRepository, RunRepository
 from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 from store.switch import SwitchRepository
@@ -122,7 +121,7 @@ class EffectGate:
         except InvalidArguments:
             return dict(args), ArgsState.INVALID
 
-    def _drift(self, action: Action) -> str | None:
+    def _drift(self, action: GatedAction) -> str | None:
         """What changed since ``action`` was reviewed (the environment, the tool's version or
         argument schema here, at the effect), as the resume checks it: a process that took
         over a resume, or a server redeployed apart from the bot, may run another version."""
@@ -186,7 +185,7 @@ class EffectGate:
         return self._refuse(run_id, tool_name, args, reason)
 
     def _spend(
-        self, repo: ExecutionRepository, call: _Call, current: list[Action]
+        self, repo: ExecutionRepository, call: _Call, current: list[GatedAction]
     ) -> tuple[Grant | None, bool]:
         """Spend one of ``current`` (approved, resuming, same arguments and policy) for this
         call; and whether it is a duplicate. An approval reviewed as this very call is the
@@ -201,7 +200,7 @@ class EffectGate:
         if not named:
             return None, False
         # Read again: a spend this insert lost to had committed before it returned.
-        spent = repo.of_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+        spent = repo.for_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id).spent
         again = self._replay(spent, call, blocked=True)
         if again is not None:
             return again, False
@@ -209,7 +208,7 @@ class EffectGate:
         return None, any(action.id in ids for action, _ in spent)
 
     def _replay(
-        self, spent: list[tuple[Action, ActionExecution]], call: _Call, *, blocked: bool
+        self, spent: list[tuple[GatedAction, Spend]], call: _Call, *, blocked: bool
     ) -> Grant | None:
         """What this very call already spent (``spent``): its result (a replay), or, for a
         call cut short whose request is still being resumed, its spend again (unless
@@ -277,16 +276,18 @@ _Call = tuple[str, str, dict[str, Any], str]
 """A gated call: its run (thread) id, tool name, arguments and tool-call id."""
 
 
-def _hash(action: Action, tool_name: str, args: dict[str, Any]) -> str:
+def _hash(action: GatedAction, tool_name: str, args: dict[str, Any]) -> str:
     return action_hash(tool_name, args, action.request.policy_version)
 
 
-def _key(action: Action) -> str:
+def _key(action: GatedAction) -> str:
     """Tenant + operation id + reviewed action hash: the side effect's idempotency key."""
     return f"{action.request.team_id or '-'}:{action.operation_id}:{action.bound_hash}"
 
 
-def _why(candidates: list[Action], matching: list[Action], current: list[Action]) -> str:
+def _why(
+    candidates: list[GatedAction], matching: list[GatedAction], current: list[GatedAction]
+) -> str:
     if matching and not current:
         return "it was approved under an earlier version of the approval policy"
     if matching:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from agent_runtime.catalog import ArgsState, ToolCatalog, ToolVersions
 from agent_runtime.constraints import violations
@@ -180,8 +180,31 @@ def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:
 Normalizer = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], ArgsState]]
 
 
+class VersionedAction(Protocol):
+    """What ``version_drift`` reads of an action: the versions it was reviewed at."""
+
+    @property
+    def tool_name(self) -> str: ...
+
+    @property
+    def tool_version(self) -> str | None: ...
+
+    @property
+    def schema_version(self) -> str | None: ...
+
+
+class Reviewed(Protocol):
+    """What ``version_drift`` reads of a request (a stored one, or the gate's plain read)."""
+
+    @property
+    def environment(self) -> str | None: ...
+
+    @property
+    def actions(self) -> Sequence[VersionedAction]: ...
+
+
 def version_drift(
-    request: ApprovalRequest, *, environment: str | None, versions: Callable[[str], ToolVersions]
+    request: Reviewed, *, environment: str | None, versions: Callable[[str], ToolVersions]
 ) -> str | None:
     """Why what reviewers approved no longer holds though its arguments did not change: the
     environment or a tool was redeployed since (a new version, a new argument schema)."""

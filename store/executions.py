@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import Row, bindparam, exists, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session, contains_eager
+from sqlalchemy.orm import Session, aliased
 
 from store.models import Action, ActionExecution, ApprovalRequest, utcnow
 from store.statuses import RUNS_THE_TOOL, RequestStatus
@@ -15,39 +17,50 @@ SPENDABLE_OUTCOMES = RUNS_THE_TOOL
 RESUMING = RequestStatus.RESUMING
 
 
-# Built once (a gated tool sends them at every point of effect, on the click's path), with their
-# values as parameters.
-_OF_CALL = (
-    select(Action, ActionExecution)
-    .join(ActionExecution, ActionExecution.action_id == Action.id)
-    .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
-    .where(
-        ApprovalRequest.run_id == bindparam("run"),
-        Action.tool_name == bindparam("tool"),
-        ActionExecution.tool_call_id == bindparam("call"),
+# Built once (a gated tool sends it at every point of effect, on the click's path), with its
+# values as parameters. Plain rows: building ORM objects for them cost more than the round trip.
+_SIBLING = aliased(Action)
+_SPENT = aliased(ActionExecution)
+_CALL_ROWS = (
+    select(
+        Action.id,
+        Action.tool_name,
+        Action.tool_call_id,
+        Action.operation_id,
+        Action.action_hash,
+        Action.current_hash,
+        Action.outcome,
+        Action.tool_version,
+        Action.schema_version,
+        ApprovalRequest.id.label("request_id"),
+        ApprovalRequest.status.label("request_status"),
+        ApprovalRequest.policy_version,
+        ApprovalRequest.team_id,
+        ApprovalRequest.environment,
+        ActionExecution.idempotency_key,
+        ActionExecution.tool_call_id.label("spent_by"),
+        ActionExecution.result,
     )
-    .options(contains_eager(Action.request))
-)
-_FOR_CALL = (
-    select(Action, ActionExecution)
     .join(ApprovalRequest, Action.request_id == ApprovalRequest.id)
     .outerjoin(ActionExecution, ActionExecution.action_id == Action.id)
     .where(
         ApprovalRequest.run_id == bindparam("run"),
-        Action.tool_name == bindparam("tool"),
         or_(
-            and_(ApprovalRequest.status == RESUMING, Action.outcome.in_(SPENDABLE_OUTCOMES)),
-            ActionExecution.tool_call_id == bindparam("call"),
+            ApprovalRequest.status == RESUMING,
+            exists().where(
+                _SIBLING.request_id == ApprovalRequest.id,
+                _SIBLING.tool_name == bindparam("tool"),
+                _SPENT.action_id == _SIBLING.id,
+                _SPENT.tool_call_id == bindparam("call"),
+            ),
         ),
     )
-    .order_by(ApprovalRequest.created_at, Action.position)
-    # The request comes in the same row; its actions (the gate checks their versions) in one
-    # more read (joined, a batch of N calls of one tool would come back as N * N rows).
-    .options(contains_eager(Action.request).selectinload(ApprovalRequest.actions))
+    .order_by(ApprovalRequest.created_at, ApprovalRequest.id, Action.position)
 )
-"""A call's first look, in one read: what this very call spent before (as ``_OF_CALL``), and
-the approved actions of this run and tool whose request is being resumed right now, oldest
-position first (only a resume may spend an approval)."""
+"""Every action of the run's requests that a call may spend from (being resumed) or spent
+from before (whatever their status now: a node that raised a second interrupt runs again
+from its start on the next resume), with its request and its execution record if any. The
+other actions come along for their versions (an approval holds only while none changed)."""
 _START = {
     dialect: insert(ActionExecution)
     .values(
@@ -69,12 +82,96 @@ _FINISH = (
 
 
 @dataclass(frozen=True)
-class CallRecords:
-    """What a gated call finds in one read: what this very call spent before (as
-    ``of_call`` reads it), and the approvals it may spend."""
+class ReviewedVersions:
+    """One action's tool and argument schema versions, as reviewed."""
 
-    spent: list[tuple[Action, ActionExecution]]
-    spendable: list[Action]
+    tool_name: str
+    tool_version: str | None
+    schema_version: str | None
+
+
+@dataclass(frozen=True)
+class GatedRequest:
+    """An approval request as a gated call reads it."""
+
+    id: str
+    status: str
+    policy_version: str
+    team_id: str | None
+    environment: str | None
+    actions: tuple[ReviewedVersions, ...]
+
+
+@dataclass(frozen=True)
+class GatedAction:
+    """An approved (or once approved) action as a gated call reads it. ``bound_hash``: what
+    approvals bind to (the edited version's hash once someone edited it)."""
+
+    id: str
+    tool_name: str
+    tool_call_id: str | None
+    operation_id: str
+    bound_hash: str
+    outcome: str | None
+    request: GatedRequest
+
+
+@dataclass(frozen=True)
+class Spend:
+    """An action's execution record: which call spent it, under which key, and its result
+    once kept."""
+
+    idempotency_key: str
+    tool_call_id: str | None
+    result: str | None
+
+
+@dataclass(frozen=True)
+class CallRecords:
+    """What a gated call finds in one read: what this very call spent before (whatever its
+    request's status now), and the approvals it may spend (oldest request and position
+    first)."""
+
+    spent: list[tuple[GatedAction, Spend]]
+    spendable: list[GatedAction]
+
+
+def _records(
+    rows: Sequence[Row[*tuple[Any, ...]]], *, tool_name: str, tool_call_id: str
+) -> CallRecords:
+    versions: dict[str, list[ReviewedVersions]] = {}
+    for row in rows:
+        kept = ReviewedVersions(row.tool_name, row.tool_version, row.schema_version)
+        versions.setdefault(row.request_id, []).append(kept)
+    requests: dict[str, GatedRequest] = {}
+    records = CallRecords(spent=[], spendable=[])
+    for row in rows:
+        if row.tool_name != tool_name:
+            continue  # came along for its version
+        request = requests.get(row.request_id)
+        if request is None:
+            request = requests[row.request_id] = GatedRequest(
+                id=row.request_id,
+                status=row.request_status,
+                policy_version=row.policy_version,
+                team_id=row.team_id,
+                environment=row.environment,
+                actions=tuple(versions[row.request_id]),
+            )
+        action = GatedAction(
+            id=row.id,
+            tool_name=row.tool_name,
+            tool_call_id=row.tool_call_id,
+            operation_id=row.operation_id,
+            bound_hash=row.current_hash or row.action_hash,
+            outcome=row.outcome,
+            request=request,
+        )
+        if row.idempotency_key is not None and row.spent_by == tool_call_id:
+            records.spent.append((action, Spend(row.idempotency_key, row.spent_by, row.result)))
+        if request.status == RESUMING and action.outcome in SPENDABLE_OUTCOMES:
+            records.spendable.append(action)
+    return records
 
 
 class ExecutionRepository:
@@ -84,25 +181,10 @@ class ExecutionRepository:
         self.session = session
 
     def for_call(self, *, run_id: str, tool_name: str, tool_call_id: str) -> CallRecords:
-        """What a call finds at its first look (``_FOR_CALL``)."""
+        """What a call finds at its first look (``_CALL_ROWS``), in one read."""
         values = {"run": run_id, "tool": tool_name, "call": tool_call_id}
-        rows = self.session.execute(_FOR_CALL, values).all()
-        return CallRecords(
-            spent=[(a, e) for a, e in rows if e is not None and e.tool_call_id == tool_call_id],
-            spendable=[
-                a
-                for a, _e in rows
-                if a.request.status == RESUMING and a.outcome in SPENDABLE_OUTCOMES
-            ],
-        )
-
-    def of_call(
-        self, *, run_id: str, tool_name: str, tool_call_id: str
-    ) -> list[tuple[Action, ActionExecution]]:
-        """What this very call already spent, whatever its request's status: a node that
-        raised a second interrupt runs again from its start on the next resume."""
-        values = {"run": run_id, "tool": tool_name, "call": tool_call_id}
-        return [(row[0], row[1]) for row in self.session.execute(_OF_CALL, values).all()]
+        rows = self.session.connection().execute(_CALL_ROWS, values).all()
+        return _records(rows, tool_name=tool_name, tool_call_id=tool_call_id)
 
     def of_actions(self, action_ids: list[str]) -> dict[str, ActionExecution]:
         """The execution records of these actions, by action id (absent: never started)."""
@@ -111,7 +193,7 @@ class ExecutionRepository:
         stmt = select(ActionExecution).where(ActionExecution.action_id.in_(action_ids))
         return {row.action_id: row for row in self.session.scalars(stmt)}
 
-    def start(self, action: Action, *, key: str, tool_call_id: str | None) -> bool:
+    def start(self, action: GatedAction, *, key: str, tool_call_id: str | None) -> bool:
         """Spend the action for this tool call; False if another call spent it first. One
         conditional insert that reads nothing first: under READ COMMITTED (PostgreSQL's
         default) a spend racing it waits for its commit, then inserts nothing. Sent on the

@@ -105,3 +105,48 @@ def test_the_gate_refuses_an_approval_given_for_another_environment(env, monkeyp
     )
     with pytest.raises(GateRefused, match="environment"):
         env.gate.run(config(run_id), tool_name="send_external_message", args=SEND_ARGS, effect=str)
+
+
+def test_the_gate_refuses_an_approval_whose_request_holds_another_tool_redeployed_since(
+    env, monkeypatch
+):
+    """Reviewers approved the request's actions together: another tool of the same request
+    redeployed since is drift for every one of them at the point of effect, as at the resume."""
+    from agent_runtime.gate import GateRefused
+    from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+
+    run_id, action_id = paused_run(env)
+    with env.db.transaction() as s:
+        sent = s.get(Action, action_id)
+        assert sent is not None
+        sibling = Action(
+            id="act_sibling",
+            request_id=sent.request_id,
+            position=1,
+            tool_name="publish_post",
+            args={"title": "t"},
+            allowed_decisions=["approve"],
+            approver_roles=[],
+            action_hash=sent.action_hash,
+            operation_id="op_sibling",
+            outcome="approved",
+            tool_version="1.0",
+        )
+        s.add(sibling)
+    approved_and_resuming(env, run_id)
+    real = env.gate.catalog.versions
+
+    def versions(name: str) -> ToolVersions:
+        now = real(name)
+        return ToolVersions("2.0", now.schema) if name == "publish_post" else now
+
+    monkeypatch.setattr(env.gate.catalog, "versions", versions)
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match=r"publish_post changed from version 1\.0 to 2\.0"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+        )
+    assert ran == []
