@@ -194,10 +194,13 @@ class EffectGate:
         kept by then (a replay), or a duplicate: never a second run."""
         run_id, tool_name, _args, tool_call_id = call
         named = [a for a in current if tool_call_id and a.tool_call_id == tool_call_id]
+        lost = False
         for action in (a for a in named or current if self._drift(a) is None):
-            if repo.start(action, key=_key(action), tool_call_id=tool_call_id):
-                return Grant(action.id, _key(action), None), False
-        if not named:
+            key = _key(action)
+            if repo.start(action.id, tool=tool_name, key=key, tool_call_id=tool_call_id):
+                return Grant(action.id, key, None), False
+            lost = True
+        if not named or not lost:  # none tried (all drifted): the refusal says why
             return None, False
         # Read again: a spend this insert lost to had committed before it returned.
         spent = repo.for_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id).spent

@@ -180,7 +180,7 @@ def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:
 Normalizer = Callable[[str, Mapping[str, Any]], tuple[dict[str, Any], ArgsState]]
 
 
-class VersionedAction(Protocol):
+class ReviewedActionSource(Protocol):
     """What ``version_drift`` reads of an action: the versions it was reviewed at."""
 
     @property
@@ -193,18 +193,21 @@ class VersionedAction(Protocol):
     def schema_version(self) -> str | None: ...
 
 
-class Reviewed(Protocol):
+class ReviewedRequestSource(Protocol):
     """What ``version_drift`` reads of a request (a stored one, or the gate's plain read)."""
 
     @property
     def environment(self) -> str | None: ...
 
     @property
-    def actions(self) -> Sequence[VersionedAction]: ...
+    def actions(self) -> Sequence[ReviewedActionSource]: ...
 
 
 def version_drift(
-    request: Reviewed, *, environment: str | None, versions: Callable[[str], ToolVersions]
+    request: ReviewedRequestSource,
+    *,
+    environment: str | None,
+    versions: Callable[[str], ToolVersions],
 ) -> str | None:
     """Why what reviewers approved no longer holds though its arguments did not change: the
     environment or a tool was redeployed since (a new version, a new argument schema)."""

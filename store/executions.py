@@ -17,8 +17,8 @@ SPENDABLE_OUTCOMES = RUNS_THE_TOOL
 RESUMING = RequestStatus.RESUMING
 
 
-# Built once (a gated tool sends it at every point of effect, on the click's path), with its
-# values as parameters. Plain rows: building ORM objects for them cost more than the round trip.
+# Built once (a gated tool sends it at its first look, on the click's path), with its values as
+# parameters. Plain rows: the ORM's objects for the same statement took about twice its time.
 _SIBLING = aliased(Action)
 _SPENT = aliased(ActionExecution)
 _CALL_ROWS = (
@@ -55,7 +55,7 @@ _CALL_ROWS = (
             ),
         ),
     )
-    .order_by(ApprovalRequest.created_at, ApprovalRequest.id, Action.position)
+    .order_by(ApprovalRequest.created_at, Action.position, ApprovalRequest.id)
 )
 """Every action of the run's requests that a call may spend from (being resumed) or spent
 from before (whatever their status now: a node that raised a second interrupt runs again
@@ -81,7 +81,7 @@ _FINISH = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReviewedVersions:
     """One action's tool and argument schema versions, as reviewed."""
 
@@ -90,11 +90,10 @@ class ReviewedVersions:
     schema_version: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GatedRequest:
-    """An approval request as a gated call reads it."""
+    """An approval request as a gated call reads it: what its approvals bind to."""
 
-    id: str
     status: str
     policy_version: str
     team_id: str | None
@@ -102,10 +101,10 @@ class GatedRequest:
     actions: tuple[ReviewedVersions, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GatedAction:
     """An approved (or once approved) action as a gated call reads it. ``bound_hash``: what
-    approvals bind to (the edited version's hash once someone edited it)."""
+    approvals bind to, as ``Action.bound_hash``."""
 
     id: str
     tool_name: str
@@ -116,21 +115,20 @@ class GatedAction:
     request: GatedRequest
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Spend:
-    """An action's execution record: which call spent it, under which key, and its result
-    once kept."""
+    """A call's execution record of an action: the key it ran under, and its result once
+    kept (none: cut short, or still running)."""
 
     idempotency_key: str
-    tool_call_id: str | None
     result: str | None
 
 
 @dataclass(frozen=True)
 class CallRecords:
     """What a gated call finds in one read: what this very call spent before (whatever its
-    request's status now), and the approvals it may spend (oldest request and position
-    first)."""
+    request's status now), and the approvals it may spend; oldest request, then lowest
+    position, first."""
 
     spent: list[tuple[GatedAction, Spend]]
     spendable: list[GatedAction]
@@ -139,19 +137,21 @@ class CallRecords:
 def _records(
     rows: Sequence[Row[*tuple[Any, ...]]], *, tool_name: str, tool_call_id: str
 ) -> CallRecords:
+    """``_CALL_ROWS``' rows as the gate reads them: each request once, with the versions of
+    all its actions; the call's own tool's actions, spent by it or spendable."""
     versions: dict[str, list[ReviewedVersions]] = {}
     for row in rows:
         kept = ReviewedVersions(row.tool_name, row.tool_version, row.schema_version)
         versions.setdefault(row.request_id, []).append(kept)
     requests: dict[str, GatedRequest] = {}
-    records = CallRecords(spent=[], spendable=[])
+    spent: list[tuple[GatedAction, Spend]] = []
+    spendable: list[GatedAction] = []
     for row in rows:
         if row.tool_name != tool_name:
-            continue  # came along for its version
+            continue  # came along for its versions
         request = requests.get(row.request_id)
         if request is None:
             request = requests[row.request_id] = GatedRequest(
-                id=row.request_id,
                 status=row.request_status,
                 policy_version=row.policy_version,
                 team_id=row.team_id,
@@ -167,11 +167,12 @@ def _records(
             outcome=row.outcome,
             request=request,
         )
+        # idempotency_key is never null in a record: none, no record (the outer join's)
         if row.idempotency_key is not None and row.spent_by == tool_call_id:
-            records.spent.append((action, Spend(row.idempotency_key, row.spent_by, row.result)))
+            spent.append((action, Spend(row.idempotency_key, row.result)))
         if request.status == RESUMING and action.outcome in SPENDABLE_OUTCOMES:
-            records.spendable.append(action)
-    return records
+            spendable.append(action)
+    return CallRecords(spent=spent, spendable=spendable)
 
 
 class ExecutionRepository:
@@ -181,7 +182,8 @@ class ExecutionRepository:
         self.session = session
 
     def for_call(self, *, run_id: str, tool_name: str, tool_call_id: str) -> CallRecords:
-        """What a call finds at its first look (``_CALL_ROWS``), in one read."""
+        """What a call finds (``_CALL_ROWS``), in one read of what is committed and flushed:
+        at its first look, and again after a spend it lost to another."""
         values = {"run": run_id, "tool": tool_name, "call": tool_call_id}
         rows = self.session.connection().execute(_CALL_ROWS, values).all()
         return _records(rows, tool_name=tool_name, tool_call_id=tool_call_id)
@@ -193,14 +195,14 @@ class ExecutionRepository:
         stmt = select(ActionExecution).where(ActionExecution.action_id.in_(action_ids))
         return {row.action_id: row for row in self.session.scalars(stmt)}
 
-    def start(self, action: GatedAction, *, key: str, tool_call_id: str | None) -> bool:
+    def start(self, action_id: str, *, tool: str, key: str, tool_call_id: str | None) -> bool:
         """Spend the action for this tool call; False if another call spent it first. One
         conditional insert that reads nothing first: under READ COMMITTED (PostgreSQL's
         default) a spend racing it waits for its commit, then inserts nothing. Sent on the
         transaction's connection, without the ORM's flush: nothing the gate has pending may
         be needed by it."""
         conn = self.session.connection()
-        values = {"spent": action.id, "key": key, "call": tool_call_id, "tool": action.tool_name}
+        values = {"spent": action_id, "key": key, "call": tool_call_id, "tool": tool}
         return (
             conn.execute(_START[conn.dialect.name], {**values, "at": utcnow()}).first() is not None
         )

@@ -82,13 +82,13 @@ def test_one_call_run_twice_at_once_never_spends_a_second_identical_approval(
         second_tries = threading.Event()
         real_start = ExecutionRepository.start
 
-        def start(self, action, *, key, tool_call_id):  # type: ignore[no-untyped-def]
+        def start(self, action_id, *, tool, key, tool_call_id):  # type: ignore[no-untyped-def]
             if threading.current_thread().name == "second":
                 second_tries.set()  # then waits, in PostgreSQL, for the first's commit
-                spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
+                spent = real_start(self, action_id, tool=tool, key=key, tool_call_id=tool_call_id)
                 assert not first_finishes or first_done.wait(10)
                 return spent
-            spent = real_start(self, action, key=key, tool_call_id=tool_call_id)
+            spent = real_start(self, action_id, tool=tool, key=key, tool_call_id=tool_call_id)
             spent_first.set()
             assert second_tries.wait(10), "the second run reached its spend"
             return spent

@@ -238,7 +238,9 @@ def spent_before_the_run_ended(env: Env, request_id: str, *, result: str | None)
         s.flush()
         claims = env.engine.claims
         assert ClaimRepository(s).claim(request_id, owner=claims.owner, lease=claims.lease)
-        assert ExecutionRepository(s).start(action, key="k", tool_call_id=action.tool_call_id)
+        spends = ExecutionRepository(s)
+        tool = action.tool_name
+        assert spends.start(action.id, tool=tool, key="k", tool_call_id=action.tool_call_id)
         if result is not None:
             ExecutionRepository(s).finish(action.id, result=result)
         return request.run_id

@@ -150,3 +150,40 @@ def test_the_gate_refuses_an_approval_whose_request_holds_another_tool_redeploye
             effect=lambda: ran.append("x") or "sent",
         )
     assert ran == []
+
+
+def test_a_call_cut_short_whose_tool_changed_since_is_refused_for_that_and_told(env, monkeypatch):
+    """The call spent its approval and its process died inside the effect; the tool was then
+    redeployed. The call run again is refused because the approval no longer holds, and its
+    thread hears that (not that the call is already running, which no one would hear)."""
+    from agent_runtime.gate import GateRefused
+    from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+
+    run_id, action_id = paused_run(env)
+    approved_and_resuming(env, run_id)
+    with env.db.transaction() as s:
+        action = s.get(Action, action_id)
+        assert action is not None and action.tool_call_id
+        call_id = action.tool_call_id
+    grant = env.gate.authorize(
+        config(run_id), tool_name="send_external_message", args=SEND_ARGS, tool_call_id=call_id
+    )
+    assert grant is not None and grant.stored_result is None  # then the process died
+    reviewed = env.gate.catalog.versions("send_external_message")
+    monkeypatch.setattr(
+        env.gate.catalog, "versions", lambda _name: ToolVersions("2.0", reviewed.schema)
+    )
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match="its approval no longer holds"):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+            tool_call_id=call_id,
+        )
+    assert ran == []
+    assert [reason for _run, _tool, reason in env.notes.blocked] == [
+        f"its approval no longer holds: send_external_message changed from version "
+        f"{reviewed.tool or 'unset'} to 2.0 since it was reviewed"
+    ]
