@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from agent_runtime.authorization import Actor, Refusal
@@ -20,11 +20,12 @@ from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
 from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
+from agent_runtime.runs import NO_THREAD
 from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.sweeper import SweepResult
 from agent_runtime.views import ApprovalView, RunView
 from store.db import Database
-from store.models import ApprovalRequest, utcnow
+from store.models import ApprovalRequest, new_id, utcnow
 from store.repositories import ApprovalRepository
 
 __all__ = ["ApprovalEngine", "CancelResult", "DecisionResult", "ReconcileResult", "SweepResult"]
@@ -93,6 +94,22 @@ class ApprovalEngine(FacadeReads):
 
     def start_run(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
         return self.runs.start(actor=actor, channel_id=channel_id, text=text)
+
+    @contextmanager
+    def starting_run(self, *, actor: Actor, channel_id: str, text: str) -> Iterator[RunView]:
+        """``start_run``, its lock held while the body posts its thread (``set_thread``):
+        maintenance ends a run stored without a thread once no start holds it, however long
+        Slack made the post take. A body that raises ends the run, failed, with nothing
+        posted for it: the caller tells the requester."""
+        run_id = new_id("run")
+        with self.locks.hold(run_id):
+            run = self.runs.start(actor=actor, channel_id=channel_id, text=text, run_id=run_id)
+            try:
+                yield run
+            except Exception as exc:  # the caller tells the requester, and logs what it must
+                logger.warning("%s ends: its thread was not posted (%r)", run_id, exc)
+                self.runs.abandon(run_id, NO_THREAD)
+                raise
 
     def set_thread(self, run_id: str, thread_ts: str) -> None:
         self.runs.set_thread(run_id, thread_ts)

@@ -46,6 +46,7 @@ STOPPED_MIDWAY = (
     "The agent stopped before it paused or finished, and nothing says why (the bot may have "
     "restarted while it worked). Start the request again."
 )
+NO_THREAD = "Its thread could not be posted in Slack, so the agent did not start."
 NEVER_STARTED = (
     "The agent did not start (the bot stopped, or its start failed, before it began). "
     "Start the request again."
@@ -76,8 +77,11 @@ class RunLifecycle:
         self.usergroup_members = usergroup_members
         self.roles = roles
 
-    def start(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
-        """Record a run (fast); ``execute`` does the slow part. Refusals are audited."""
+    def start(
+        self, *, actor: Actor, channel_id: str, text: str, run_id: str | None = None
+    ) -> RunView:
+        """Record a run (fast); ``execute`` does the slow part. Refusals are audited.
+        ``run_id``: the id to record it under (its lock may be held before it exists)."""
         policy = self.policy.for_team(actor.team_id)
         if not policy.may_request(actor.user_id, usergroup_members=self.usergroup_members):
             with self.db.transaction() as s:
@@ -91,7 +95,7 @@ class RunLifecycle:
             raise NotPermitted(actor.user_id)
         now = self.clock()
         run = Run(
-            id=new_id("run"),
+            id=run_id or new_id("run"),
             team_id=actor.team_id,
             enterprise_id=actor.enterprise_id,
             requester_id=actor.user_id,
@@ -284,6 +288,16 @@ class RunLifecycle:
 
     def fail(self, run_id: str, reason: str) -> None:
         self._finish(run_id, RunStatus.FAILED, reason)
+
+    def abandon(self, run_id: str, reason: str) -> None:
+        """End a run whose thread could not be posted, with nothing to post: whoever tried
+        tells the requester."""
+        with self.db.transaction() as s:
+            ended = record_run_end(
+                s, run_id, status=RunStatus.FAILED, text=reason, policy=self.policy
+            )
+            if ended is not None:
+                RunRepository(s).mark_result_posted(run_id)
 
     def _finish(self, run_id: str, status: RunStatus, text: str) -> None:
         """Record the run's end, unless it had already ended (its thread was told that), then

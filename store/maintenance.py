@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import ApprovalRequest, Run
 from store.statuses import FINISHED_RUN, OPEN_REQUEST, UNFINISHED_RUN, RequestStatus, RunStatus
 
-_CARRIED_ON = or_(
-    Run.status == RunStatus.WAITING,
-    and_(Run.status == RunStatus.RUNNING, Run.thread_ts.is_not(None)),
-)
-"""A run that maintenance carries on when it has nothing open and has settled: waiting, or
-running once its start got as far as its thread (the start then holds the run's lock until
-its first stop is recorded; before that, it may still be posting the thread's first
-message)."""
+_CARRIED_ON = Run.status.in_((RunStatus.WAITING, RunStatus.RUNNING))
+"""A run that maintenance carries on when it has nothing open, has settled and its lock is
+free: waiting, or running (its start holds the lock while it posts the thread, and again
+until its first stop is recorded)."""
 
 
 class MaintenanceQueries:
@@ -38,8 +34,8 @@ class MaintenanceQueries:
 
     def stalled_runs(self, *, settled_before: dt.datetime) -> list[str]:
         """Runs left waiting with no open approval (their next step was never recorded), or
-        left running (a process died before its first stop was recorded, or before it
-        started the agent)."""
+        left running (a process died before its first stop was recorded, before it started
+        the agent, or before it posted the run's thread)."""
         stmt = select(Run.id).where(
             _CARRIED_ON,
             Run.updated_at <= settled_before,

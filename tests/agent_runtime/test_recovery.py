@@ -232,13 +232,10 @@ def test_a_run_whose_process_died_before_recording_its_first_stop_gets_its_card(
 def test_a_run_whose_start_never_reached_the_agent_fails_and_is_told(env, clock):
     """The slash command was answered, the run stored and its thread posted; then the process
     died, or the start failed and the requester was told so. Maintenance does not start the
-    agent then (the requester may have asked again since): the run fails, and says so.
-    Before its thread is posted, the start may still be under way: it is left alone."""
+    agent then (the requester may have asked again since): the run fails, and says so."""
     run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
-    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
-    assert env.engine.reconcile().advanced == 0, "its start may be posting its thread"
     env.engine.set_thread(run.id, "1.5")
-    clock.now += env.engine.claims.lease + dt.timedelta(seconds=1)
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
     assert env.engine.reconcile().advanced == 1
     assert _requested_runs(env) == [] and not env.runtime.has_checkpoint(run.id)
     assert _run_status(env, run.id) == "failed"
@@ -305,3 +302,37 @@ def test_a_run_is_settled_a_lease_after_its_thread_was_posted_and_never_started_
     assert env.engine.reconcile().advanced == 1
     env.engine.execute_run(run.id)  # the start that was under way
     assert not env.runtime.has_checkpoint(run.id) and _requested_runs(env) == []
+
+
+def test_a_run_stored_before_its_thread_was_posted_fails_once_no_start_holds_it(env, clock):
+    """The run was stored and its process died before its thread was posted: nobody was told
+    anything but the slash command's answer. While its start posts the thread (however long
+    Slack's rate limits make that take) it holds the run's lock and is left alone; once the
+    lock is free it fails, told in its channel (it has no thread)."""
+    lease = env.engine.claims.lease + dt.timedelta(seconds=1)
+    with env.engine.starting_run(actor=REQUESTER, channel_id="C1", text=SEND) as run:
+        clock.now = utcnow() + lease
+        assert env.engine.reconcile().advanced == 0, "its start is posting its thread"
+        assert _run_status(env, run.id) == "running"
+    # As far as the store can tell, the process died here: the lock is free, no thread.
+    assert env.engine.reconcile().advanced == 1
+    assert _run_status(env, run.id) == "failed" and not env.runtime.has_checkpoint(run.id)
+    assert [(r.id, r.thread_ts, r.result_text) for r in env.notes.finished] == [
+        (run.id, None, NEVER_STARTED)
+    ]
+    assert env.engine.reconcile().advanced == 0, "ended once"
+
+
+def test_a_start_whose_thread_could_not_be_posted_ends_its_run_at_once(env, clock):
+    """The thread's post failed (the bot is not in the channel, say) and the caller tells the
+    requester: the run ends at once, failed, and nothing is posted for it later."""
+    starting = env.engine.starting_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    with pytest.raises(RuntimeError, match="not_in_channel"), starting as run:
+        raise RuntimeError("not_in_channel")
+    assert _run_status(env, run.id) == "failed"
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    result = env.engine.reconcile()
+    assert (result.advanced, env.notes.finished) == (0, []), "its requester was told already"
+    with env.db.transaction() as s:
+        kinds = list(s.scalars(select(AuditEvent.kind).where(AuditEvent.run_id == run.id)))
+    assert kinds == ["run_started", "run_failed"], kinds

@@ -201,3 +201,25 @@ def test_a_click_body_is_parsed_once_for_the_check_and_bolt(serve_bot, sqlite_ur
     assert h.driver.click(user=people.RELEASE_MANAGER, message=card, button=approve).status == 200
     assert len(parsed) == 1
     result_message(h, root)
+
+
+def test_a_run_whose_thread_cannot_be_posted_is_told_and_ends_at_once(serve_bot, sqlite_url):
+    """The bot is not in the channel: the requester is told how to fix it, the run it stored
+    ends (failed, audited) instead of staying "running" for good, and nothing is posted for it
+    later."""
+    h = serve_bot(sqlite_url)
+    refused = h.sandbox.misbehave("chat.postMessage", error="not_in_channel")
+    reply = h.driver.slash_command(user=people.REQUESTER, channel=people.CHANNEL, text=SEND)
+    assert reply.status == 200
+    told = h.state.wait_for(lambda: list(h.state.responses))
+    assert refused.reached.is_set()
+    assert "Invite me to it first" in told[0]["text"]
+    assert h.bot.services.executor.wait_idle(60)
+    with h.bot.db.transaction() as s:
+        (run,) = s.scalars(select(Run)).all()
+        assert (run.status, run.thread_ts, run.result_posted) == ("failed", None, True)
+        kinds = list(s.scalars(select(AuditEvent.kind).where(AuditEvent.run_id == run.id)))
+    assert kinds == ["run_started", "run_failed"]
+    h.bot.engine.reconcile()
+    assert h.state.top_level(people.CHANNEL) == []
+    assert h.workspace.effects() == []

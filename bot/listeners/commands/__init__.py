@@ -50,11 +50,13 @@ def start_run(services: BotServices, drop: Drop, text: str) -> None:
     channel_id = drop.channel
     assert channel_id is not None
     try:
-        run = services.engine.start_run(actor=drop.actor, channel_id=channel_id, text=text)
-        root = services.slack(drop.actor.team_id).chat_postMessage(
-            channel=channel_id, **run_root_message(run), **NO_UNFURL
-        )
-        services.engine.set_thread(run.id, root["ts"])
+        with services.engine.starting_run(
+            actor=drop.actor, channel_id=channel_id, text=text
+        ) as run:
+            root = services.slack(drop.actor.team_id).chat_postMessage(
+                channel=channel_id, **run_root_message(run), **NO_UNFURL
+            )
+            services.engine.set_thread(run.id, root["ts"])
     except Exception as exc:
         services.tell(drop, user_message(exc))
         return
