@@ -126,13 +126,12 @@ class Background:
 
     def _advance_stalled_runs(self) -> int:
         """Runs left waiting or running with no open approval: a process died before it
-        recorded what came next (a new interrupt, or the result), or before it started the
-        agent (its thread posted). One whose lock is held is at work: left for a later
-        round."""
+        recorded what came next (a new interrupt, or the result), before it started the
+        agent, or before it posted the run's thread. One whose lock is held is at work (or
+        still posting its thread): left for a later round."""
+        settled_before = self.claims.settled_before()
         with self.db.transaction() as s:
-            stalled = MaintenanceQueries(s).stalled_runs(
-                settled_before=self.claims.settled_before()
-            )
+            stalled = MaintenanceQueries(s).stalled_runs(settled_before=settled_before)
         advanced = 0
         for run_id in stalled:
             try:
@@ -140,7 +139,9 @@ class Background:
                     if not held:
                         continue
                     with self.db.transaction() as s:
-                        still = MaintenanceQueries(s).is_stalled(run_id)
+                        still = MaintenanceQueries(s).is_stalled(
+                            run_id, settled_before=settled_before
+                        )
                     if still:
                         self.carry_on(run_id)
                         advanced += 1

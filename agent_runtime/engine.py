@@ -20,7 +20,7 @@ from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
 from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
-from agent_runtime.runs import NO_THREAD
+from agent_runtime.runs import START_FAILED
 from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.sweeper import SweepResult
 from agent_runtime.views import ApprovalView, RunView
@@ -99,16 +99,20 @@ class ApprovalEngine(FacadeReads):
     def starting_run(self, *, actor: Actor, channel_id: str, text: str) -> Iterator[RunView]:
         """``start_run``, its lock held while the body posts its thread (``set_thread``):
         maintenance ends a run stored without a thread once no start holds it, however long
-        Slack made the post take. A body that raises ends the run, failed, with nothing
-        posted for it: the caller tells the requester."""
-        run_id = new_id("run")
+        Slack made the post take. The body must not take the run's lock. A body that raises
+        ends the run, failed, with nothing posted for it: the caller tells the requester
+        (an end that cannot be recorded is left to maintenance)."""
+        run_id = new_id("run")  # a fresh id: nobody else wants its lock yet
         with self.locks.hold(run_id):
             run = self.runs.start(actor=actor, channel_id=channel_id, text=text, run_id=run_id)
             try:
                 yield run
-            except Exception as exc:  # the caller tells the requester, and logs what it must
-                logger.warning("%s ends: its thread was not posted (%r)", run_id, exc)
-                self.runs.abandon(run_id, NO_THREAD)
+            except Exception as exc:
+                logger.warning("%s did not start (%s)", run_id, type(exc).__name__)
+                try:
+                    self.runs.abandon(run_id, START_FAILED)
+                except Exception:
+                    logger.exception("could not end %s; maintenance will", run_id)
                 raise
 
     def set_thread(self, run_id: str, thread_ts: str) -> None:

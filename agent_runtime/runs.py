@@ -46,7 +46,7 @@ STOPPED_MIDWAY = (
     "The agent stopped before it paused or finished, and nothing says why (the bot may have "
     "restarted while it worked). Start the request again."
 )
-NO_THREAD = "Its thread could not be posted in Slack, so the agent did not start."
+START_FAILED = "The agent did not start: the run's thread could not be posted or recorded."
 NEVER_STARTED = (
     "The agent did not start (the bot stopped, or its start failed, before it began). "
     "Start the request again."
@@ -158,9 +158,13 @@ class RunLifecycle:
         stopped mid-way (its process died while the agent worked, or its failure was never
         recorded) fails, told: nothing is run that no one asked for since."""
         state = self.runtime.state(run_id)  # no checkpoint: no ``created_at``
-        if self._status(run_id) != RunStatus.RUNNING:
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+        if run is None or run.status != RunStatus.RUNNING:
             return state
-        if state.created_at is None:
+        if state.created_at is None and run.thread_ts is None:
+            self.abandon(run_id, NEVER_STARTED)  # nobody saw it start: nothing to post
+        elif state.created_at is None:
             self.fail(run_id, NEVER_STARTED)
         elif state.next and not state.interrupts:
             self.fail(run_id, STOPPED_MIDWAY)
@@ -290,8 +294,9 @@ class RunLifecycle:
         self._finish(run_id, RunStatus.FAILED, reason)
 
     def abandon(self, run_id: str, reason: str) -> None:
-        """End a run whose thread could not be posted, with nothing to post: whoever tried
-        tells the requester."""
+        """End a run that has no thread, with nothing to post: its requester was told by
+        whoever tried to start it, or saw nothing start (its process died first; a message
+        in the channel, long after, would tell nobody anything)."""
         with self.db.transaction() as s:
             ended = record_run_end(
                 s, run_id, status=RunStatus.FAILED, text=reason, policy=self.policy

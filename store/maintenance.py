@@ -57,9 +57,11 @@ class MaintenanceQueries:
         )
         return list(self.session.scalars(stmt.limit(self.limit)))
 
-    def is_stalled(self, run_id: str) -> bool:
-        """``stalled_runs``' condition for one run, read again under the run's lock."""
-        carried_on = self.session.scalar(select(Run.id).where(Run.id == run_id, _CARRIED_ON))
+    def is_stalled(self, run_id: str, *, settled_before: dt.datetime) -> bool:
+        """``stalled_runs``' condition for one run, read again under the run's lock (a start
+        that posted its thread since the list was read has just touched it)."""
+        settled = (Run.id == run_id, _CARRIED_ON, Run.updated_at <= settled_before)
+        carried_on = self.session.scalar(select(Run.id).where(*settled))
         open_now = self.session.scalar(
             select(ApprovalRequest.id)
             .where(ApprovalRequest.run_id == run_id, ApprovalRequest.status.in_(OPEN_REQUEST))

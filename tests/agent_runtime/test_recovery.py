@@ -15,9 +15,11 @@ from agent_runtime import announcer as announcer_module
 from agent_runtime import engine as engine_module
 from agent_runtime import gate as gate_module
 from agent_runtime import resume as resume_module
+from agent_runtime.engine import ApprovalEngine
 from agent_runtime.graph_runtime import close_checkpointer
-from agent_runtime.runs import NEVER_STARTED, STOPPED_MIDWAY
+from agent_runtime.runs import NEVER_STARTED, START_FAILED, STOPPED_MIDWAY
 from store.audit_models import AuditEvent
+from store.db import Database
 from store.models import ApprovalRequest, Run, utcnow
 from tests.agent_runtime.engine_env import (
     REQUESTER,
@@ -304,23 +306,73 @@ def test_a_run_is_settled_a_lease_after_its_thread_was_posted_and_never_started_
     assert not env.runtime.has_checkpoint(run.id) and _requested_runs(env) == []
 
 
-def test_a_run_stored_before_its_thread_was_posted_fails_once_no_start_holds_it(env, clock):
-    """The run was stored and its process died before its thread was posted: nobody was told
-    anything but the slash command's answer. While its start posts the thread (however long
-    Slack's rate limits make that take) it holds the run's lock and is left alone; once the
-    lock is free it fails, told in its channel (it has no thread)."""
-    lease = env.engine.claims.lease + dt.timedelta(seconds=1)
-    with env.engine.starting_run(actor=REQUESTER, channel_id="C1", text=SEND) as run:
-        clock.now = utcnow() + lease
-        assert env.engine.reconcile().advanced == 0, "its start is posting its thread"
-        assert _run_status(env, run.id) == "running"
-    # As far as the store can tell, the process died here: the lock is free, no thread.
-    assert env.engine.reconcile().advanced == 1
-    assert _run_status(env, run.id) == "failed" and not env.runtime.has_checkpoint(run.id)
-    assert [(r.id, r.thread_ts, r.result_text) for r in env.notes.finished] == [
-        (run.id, None, NEVER_STARTED)
-    ]
-    assert env.engine.reconcile().advanced == 0, "ended once"
+def another_replica(env: Env, clock: Clock) -> ApprovalEngine:
+    """An engine of another process on the same store: its locks are its own."""
+    return ApprovalEngine(
+        db=Database(env.db.url),
+        runtime=env.runtime,
+        policy=env.policy,
+        notifier=env.notes,
+        clock=clock,
+    )
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_run_stored_before_its_thread_was_posted_ends_once_no_start_holds_it(
+    tmp_path, clock, request, store
+):
+    """The run was stored and its process died before its thread was posted: its requester
+    saw nothing start. While a start posts the thread (however long Slack's rate limits make
+    that take) it holds the run's lock, and another replica leaves the run alone; once the
+    lock is free the run ends, failed, with nothing posted (a message in the channel, long
+    after, would tell nobody anything)."""
+    url = None if store == "sqlite" else request.getfixturevalue("migrated_pg_url")
+    env = make_env(tmp_path, url=url, clock=clock)
+    other = another_replica(env, clock)
+    try:
+        with env.engine.starting_run(actor=REQUESTER, channel_id="C1", text=SEND) as run:
+            clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+            assert other.reconcile().advanced == 0, "its start is posting its thread"
+            assert _run_status(env, run.id) == "running"
+        # As far as the store can tell, the process died here: the lock is free, no thread.
+        assert other.reconcile().advanced == 1
+        with env.db.transaction() as s:
+            ended = s.get(Run, run.id)
+            assert ended is not None
+            assert (ended.status, ended.result_text, ended.result_posted) == (
+                "failed",
+                NEVER_STARTED,
+                True,
+            )
+        assert env.notes.finished == [] and not env.runtime.has_checkpoint(run.id)
+        assert other.reconcile().advanced == 0, "ended once"
+    finally:
+        other.db.dispose()
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def test_a_start_that_posted_its_thread_after_the_stalled_list_was_read_is_left_alone(
+    env, clock, monkeypatch
+):
+    """Maintenance listed the run as settled while its start was still posting the thread
+    (slowly); the start then posted it and let go of the lock before starting the agent.
+    Read again under the lock, the run is no longer settled: it is not ended."""
+    run = env.engine.start_run(actor=REQUESTER, channel_id="C1", text=SEND)
+    clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
+    locks = env.engine.background.locks
+    real = locks.try_hold
+
+    def posted_meanwhile(key: str):  # type: ignore[no-untyped-def]
+        env.engine.set_thread(run.id, "1.5")  # the start's post came back just now
+        return real(key)
+
+    monkeypatch.setattr(locks, "try_hold", posted_meanwhile)
+    assert env.engine.reconcile().advanced == 0
+    assert _run_status(env, run.id) == "running" and env.notes.finished == []
+    monkeypatch.undo()
+    env.engine.execute_run(run.id)  # the start goes on
+    assert _requested_runs(env) == [run.id]
 
 
 def test_a_start_whose_thread_could_not_be_posted_ends_its_run_at_once(env, clock):
@@ -329,10 +381,16 @@ def test_a_start_whose_thread_could_not_be_posted_ends_its_run_at_once(env, cloc
     starting = env.engine.starting_run(actor=REQUESTER, channel_id="C1", text=SEND)
     with pytest.raises(RuntimeError, match="not_in_channel"), starting as run:
         raise RuntimeError("not_in_channel")
-    assert _run_status(env, run.id) == "failed"
+    with env.db.transaction() as s:
+        ended = s.get(Run, run.id)
+        assert ended is not None
+        assert (ended.status, ended.result_text, ended.result_posted) == (
+            "failed",
+            START_FAILED,
+            True,
+        ), "its requester is told by the caller: nothing to post"
     clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
-    result = env.engine.reconcile()
-    assert (result.advanced, env.notes.finished) == (0, []), "its requester was told already"
+    assert env.engine.reconcile().results == 0 and env.notes.finished == []
     with env.db.transaction() as s:
         kinds = list(s.scalars(select(AuditEvent.kind).where(AuditEvent.run_id == run.id)))
     assert kinds == ["run_started", "run_failed"], kinds

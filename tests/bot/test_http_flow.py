@@ -220,6 +220,4 @@ def test_a_run_whose_thread_cannot_be_posted_is_told_and_ends_at_once(serve_bot,
         assert (run.status, run.thread_ts, run.result_posted) == ("failed", None, True)
         kinds = list(s.scalars(select(AuditEvent.kind).where(AuditEvent.run_id == run.id)))
     assert kinds == ["run_started", "run_failed"]
-    h.bot.engine.reconcile()
-    assert h.state.top_level(people.CHANNEL) == []
-    assert h.workspace.effects() == []
+    assert h.state.top_level(people.CHANNEL) == [] and h.workspace.effects() == []
