@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 from agent_runtime.authorization import Actor, Refusal
@@ -20,12 +20,11 @@ from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.observe import ResumeObserver, Unobserved, observed
 from agent_runtime.owners import build_owners
 from agent_runtime.policy import Policy
-from agent_runtime.runs import START_FAILED
 from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.sweeper import SweepResult
 from agent_runtime.views import ApprovalView, RunView
 from store.db import Database
-from store.models import ApprovalRequest, new_id, utcnow
+from store.models import ApprovalRequest, utcnow
 from store.repositories import ApprovalRepository
 
 __all__ = ["ApprovalEngine", "CancelResult", "DecisionResult", "ReconcileResult", "SweepResult"]
@@ -86,6 +85,7 @@ class ApprovalEngine(FacadeReads):
         )
         self.locks, self.claims, self.announcer = owners.locks, owners.claims, owners.announcer
         self.runs, self.edits, self.decisions = owners.runs, owners.edits, owners.decisions
+        self.starts = owners.starts
         self.resumer, self.attempts, self.pending = owners.resumer, owners.attempts, owners.pending
         self.overview, self.sweeper, self.cancels = owners.overview, owners.sweeper, owners.cancels
         self.background, self.policy_version = owners.background, policy.version
@@ -95,25 +95,11 @@ class ApprovalEngine(FacadeReads):
     def start_run(self, *, actor: Actor, channel_id: str, text: str) -> RunView:
         return self.runs.start(actor=actor, channel_id=channel_id, text=text)
 
-    @contextmanager
-    def starting_run(self, *, actor: Actor, channel_id: str, text: str) -> Iterator[RunView]:
-        """``start_run``, its lock held while the body posts its thread (``set_thread``):
-        maintenance ends a run stored without a thread once no start holds it, however long
-        Slack made the post take. The body must not take the run's lock. A body that raises
-        ends the run, failed, with nothing posted for it: the caller tells the requester
-        (an end that cannot be recorded is left to maintenance)."""
-        run_id = new_id("run")  # a fresh id: nobody else wants its lock yet
-        with self.locks.hold(run_id):
-            run = self.runs.start(actor=actor, channel_id=channel_id, text=text, run_id=run_id)
-            try:
-                yield run
-            except Exception as exc:
-                logger.warning("%s did not start (%s)", run_id, type(exc).__name__)
-                try:
-                    self.runs.abandon(run_id, START_FAILED)
-                except Exception:
-                    logger.exception("could not end %s; maintenance will", run_id)
-                raise
+    def starting_run(
+        self, *, actor: Actor, channel_id: str, text: str
+    ) -> AbstractContextManager[RunView]:
+        """``start_run``, its lock held while the body posts its thread (``RunStarts``)."""
+        return self.starts.starting(actor=actor, channel_id=channel_id, text=text)
 
     def set_thread(self, run_id: str, thread_ts: str) -> None:
         self.runs.set_thread(run_id, thread_ts)

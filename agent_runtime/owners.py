@@ -3,6 +3,7 @@ The façade in ``engine`` is the only orchestrator between them; each does one t
 none of the others back:
 
 - ``RunLifecycle``: runs started, executed, their stops recorded (approvals or results);
+  ``RunStarts``: a run stored and its thread posted under its lock;
 - ``DecisionRecorder``: decisions authorized and recorded, the last one claiming the request;
 - ``Resumer``: a claimed request resumed once, after checking the checkpoint;
 - ``Claims``: who resumes what, under a lease taken over when its owner dies;
@@ -35,6 +36,7 @@ from agent_runtime.overview import Overview
 from agent_runtime.policy import Policy
 from agent_runtime.reach import ReviewerReach
 from agent_runtime.resume import Resumer
+from agent_runtime.run_starts import RunStarts
 from agent_runtime.runs import RunLifecycle
 from agent_runtime.runtime import AgentRuntime
 from agent_runtime.sweeper import Sweeper
@@ -48,6 +50,7 @@ class Owners:
     claims: Claims
     announcer: Announcer
     runs: RunLifecycle
+    starts: RunStarts
     edits: EditRules
     decisions: DecisionRecorder
     resumer: Resumer
@@ -119,6 +122,7 @@ def build_owners(
         claims=claims,
         announcer=announcer,
         runs=runs,
+        starts=RunStarts(runs=runs, locks=locks),
         edits=edits,
         decisions=decisions,
         resumer=resumer,
