@@ -19,6 +19,11 @@ from store.maintenance import MaintenanceQueries
 from store.repositories import RunRepository
 
 logger = logging.getLogger(__name__)
+GIVE_UP_AFTER = dt.timedelta(hours=1)
+GAVE_UP = (
+    "The bot could not carry this run on for an hour (its last error: {error}), so it ends "
+    "here. Start the request again."
+)
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,11 @@ class Background:
         card_retry_after: dt.timedelta,
         resume: Callable[..., None],
         carry_on: Callable[[str], None],
+        give_up: Callable[[str, str], None],
     ) -> None:
         """``resume(request_id, recovering=...)``: resume one request, never raising;
-        ``carry_on(run_id)``: record where a run stopped, under its lock (held by the caller)."""
+        ``carry_on(run_id)``: record where a run stopped, under its lock (held by the caller);
+        ``give_up(run_id, reason)``: end a run, failed, and tell its thread why."""
         self.db = db
         self.locks = locks
         self.claims = claims
@@ -61,6 +68,10 @@ class Background:
         self.card_retry_after = card_retry_after
         self.resume = resume
         self.carry_on = carry_on
+        self.give_up = give_up
+        self._failing: dict[str, dt.datetime] = {}
+        """Stalled runs whose carrying on failed at every try since then (one round at a
+        time: maintenance is one thread)."""
 
     def sweep(self) -> SweepResult:
         """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
@@ -98,6 +109,23 @@ class Background:
             closed=closed,
         )
 
+    def _carried_on(self, run_id: str) -> bool:
+        """Carry a stalled run on, under its lock. One that has failed to be carried on for
+        ``GIVE_UP_AFTER`` in a row (as this process saw it) ends instead, its thread told
+        why: it would otherwise be tried, and logged, for good, with nobody told."""
+        try:
+            self.carry_on(run_id)
+        except Exception as exc:
+            since = self._failing.setdefault(run_id, self.clock())
+            if self.clock() - since < GIVE_UP_AFTER:
+                raise
+            logger.exception("the stalled run %s could not be carried on for long; it ends", run_id)
+            self.give_up(run_id, GAVE_UP.format(error=type(exc).__name__))
+            self._failing.pop(run_id, None)
+            return False
+        self._failing.pop(run_id, None)
+        return True
+
     def _put_back(self, run_id: str) -> None:
         """To the back of the line, after the others (best effort: not put back, it is only
         tried again sooner)."""
@@ -129,7 +157,10 @@ class Background:
         recorded what came next (a new interrupt, or the result), before it started the
         agent, or before it posted the run's thread. One whose lock is held is at work (or
         still posting its thread): left for a later round."""
-        settled_before = self.claims.settled_before()
+        settled_before, now = self.claims.settled_before(), self.clock()
+        # Forget runs no longer tried: carried on or ended elsewhere, or behind the limit.
+        kept = {r: t for r, t in self._failing.items() if now - t < 2 * GIVE_UP_AFTER}
+        self._failing = kept
         with self.db.transaction() as s:
             stalled = MaintenanceQueries(s).stalled_runs(settled_before=settled_before)
         advanced = 0
@@ -142,8 +173,7 @@ class Background:
                         still = MaintenanceQueries(s).is_stalled(
                             run_id, settled_before=settled_before
                         )
-                    if still:
-                        self.carry_on(run_id)
+                    if still and self._carried_on(run_id):
                         advanced += 1
             except Exception:  # one run must not keep the others, or the steps after, waiting
                 logger.exception("could not advance the stalled run %s; trying again later", run_id)

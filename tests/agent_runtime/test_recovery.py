@@ -394,3 +394,38 @@ def test_a_start_whose_thread_could_not_be_posted_ends_its_run_at_once(env, cloc
     with env.db.transaction() as s:
         kinds = list(s.scalars(select(AuditEvent.kind).where(AuditEvent.run_id == run.id)))
     assert kinds == ["run_started", "run_failed"], kinds
+
+
+def test_a_stalled_run_that_cannot_be_carried_on_for_an_hour_ends_and_is_told(
+    env, clock, monkeypatch
+):
+    """A run whose next step keeps failing to be recorded (its checkpoint can no longer be
+    loaded, say) is tried again at later rounds, and logged each time. Once it has failed
+    for an hour in a row it ends, failed, and its thread hears why: otherwise it would wait
+    for good with nobody told."""
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        for request in s.scalars(select(ApprovalRequest)):
+            request.status, request.resolved_at = "resolved", utcnow()
+        run = s.get(Run, run_id)
+        assert run is not None
+        run.status, run.updated_at = "waiting", utcnow() - dt.timedelta(hours=1)
+
+    def unreadable(run_id: str, state=None):  # type: ignore[no-untyped-def]
+        raise ValueError("the checkpoint cannot be loaded")
+
+    monkeypatch.setattr(env.engine.runs, "record_stop", unreadable)
+    settled = env.engine.claims.lease + dt.timedelta(seconds=1)
+    clock.now = utcnow() + settled
+    first = clock.now
+    assert env.engine.reconcile().advanced == 0
+    clock.now = first + dt.timedelta(minutes=30)
+    assert env.engine.reconcile().advanced == 0
+    assert _run_status(env, run_id) == "waiting" and env.notes.finished == []
+    clock.now = first + dt.timedelta(hours=1) + settled  # settled since it was put back
+    env.engine.reconcile()
+    assert _run_status(env, run_id) == "failed"
+    [told] = env.notes.finished
+    assert told.id == run_id and "ValueError" in (told.result_text or "")
+    assert "could not carry this run on for an hour" in (told.result_text or "")
+    assert env.engine.reconcile().advanced == 0, "ended once"
