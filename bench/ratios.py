@@ -53,7 +53,9 @@ every 0.3 s would spend CPU a deployment does not (its default is every 30 s).""
 @dataclass(frozen=True)
 class Scale:
     clicks: int = 200  # concurrent clicks, which are also the pending approvals clicked at once
-    resumes: int = 8  # single click-to-result runs for the overhead median
+    resumes: int = 30
+    """Single click-to-result runs for the overhead median (with 8, that median moved by up
+    to 14 ms between runs of the same code)."""
     store: tuple[int, int, int] | None = None  # (requests, pending, audit); None: store_bench's
     bursts: int = 3  # bursts of concurrent clicks, each on fresh pending approvals
 
