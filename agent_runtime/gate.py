@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from langchain_core.tools import ToolException
+from sqlalchemy.orm import Session
 
 from agent_runtime.call_identity import call_id_of, thread_of
 from agent_runtime.catalog import ArgsState, ToolCatalog
@@ -26,11 +27,11 @@ from agent_runtime.recording import version_drift
 from agent_runtime.schemas import InvalidArguments, ToolSchema
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import action_hash
+from store.call_looks import CallLooks, GatedAction, Spend
 from store.db import Database
-from store.executions import ExecutionRepository, GatedAction, Spend
+from store.executions import ExecutionRepository
 from store.repositories import AuditRepository, RunRepository
 from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
-from store.switch import SwitchRepository
 
 logger = logging.getLogger(__name__)
 BLOCKED_EVENT = "ungated_call_blocked"
@@ -150,16 +151,14 @@ class EffectGate:
             # approvals is spent any more, whatever is still open; a call that ran before the
             # end still gets its result back (what ran is told, never denied). A cancelled
             # run's approvals are not even replayed.
-            run_status = RunRepository(s).status(run_id, hold=True, hold_switch=True)
-            cancelled = run_status == RunStatus.CANCELLED
-            ended = run_status in FINISHED_RUN
-            # The same for the kill switch: a pause commits before this check or after it (on
-            # PostgreSQL held by the run's statement, so this reads nothing).
-            switch = SwitchRepository(s).state(hold=True)
+            # The same for the kill switch: a pause commits before this check or after it.
+            # (On PostgreSQL in the statement that reads the rest: ``CallLooks.first``.)
+            look = CallLooks(s).first(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+            cancelled = look.run_status == RunStatus.CANCELLED
+            ended = look.run_status in FINISHED_RUN
+            switch, found = look.switch, look.records
             blocked = ended or switch.paused
-            repo = ExecutionRepository(s)
             call = (run_id, tool_name, args, tool_call_id)
-            found = repo.for_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
             replay = None if cancelled else self._replay(found.spent, call, blocked=blocked)
             if replay is not None:
                 return replay
@@ -167,7 +166,7 @@ class EffectGate:
             matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
             current = [a for a in matching if a.request.policy_version == self.policy.version]
             drifted = [d for d in map(self._drift, current) if d is not None]
-            spent, duplicate = self._spend(repo, call, current)
+            spent, duplicate = self._spend(s, call, current)
             if spent is not None:
                 return spent
         if duplicate:
@@ -185,7 +184,7 @@ class EffectGate:
         return self._refuse(run_id, tool_name, args, reason)
 
     def _spend(
-        self, repo: ExecutionRepository, call: _Call, current: list[GatedAction]
+        self, s: Session, call: _Call, current: list[GatedAction]
     ) -> tuple[Grant | None, bool]:
         """Spend one of ``current`` (approved, resuming, same arguments and policy) for this
         call; and whether it is a duplicate. An approval reviewed as this very call is the
@@ -194,16 +193,16 @@ class EffectGate:
         kept by then (a replay), or a duplicate: never a second run."""
         run_id, tool_name, _args, tool_call_id = call
         named = [a for a in current if tool_call_id and a.tool_call_id == tool_call_id]
-        lost = False
+        spends, lost = ExecutionRepository(s), False
         for action in (a for a in named or current if self._drift(a) is None):
             key = _key(action)
-            if repo.start(action.id, tool=tool_name, key=key, tool_call_id=tool_call_id):
+            if spends.start(action.id, tool=tool_name, key=key, tool_call_id=tool_call_id):
                 return Grant(action.id, key, None), False
             lost = True
         if not named or not lost:  # none tried (all drifted): the refusal says why
             return None, False
         # Read again: a spend this insert lost to had committed before it returned.
-        spent = repo.for_call(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id).spent
+        spent = CallLooks(s).again(run=run_id, tool=tool_name, call=tool_call_id).spent
         again = self._replay(spent, call, blocked=True)
         if again is not None:
             return again, False

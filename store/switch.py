@@ -99,6 +99,12 @@ def lock_request_of(session: Session, action_id: str) -> str | None:
     return str(found.id)
 
 
+def remember_held(session: Session, state: SwitchState) -> None:
+    """The switch as a statement of this transaction read and held it: ``state(hold=True)``
+    then reads nothing."""
+    session.info[_HELD_INFO] = (innermost(session), state)
+
+
 def _state_of(found: Row[Any]) -> SwitchState:
     if found.paused is None:  # a database migrated without the row: treat as running
         return SwitchState(paused=False)

@@ -171,3 +171,66 @@ def test_a_call_whose_own_approval_another_call_spent_is_refused_and_the_thread_
     ]
     assert send(other) == "sent", "the second call's approval is still its own"
     assert effects == ["call_unreviewed", other]
+
+
+@pytest.mark.parametrize(
+    ("held", "refusal"),
+    [
+        ("UPDATE runs SET status = 'cancelled' WHERE id = :run", "its run was cancelled"),
+        ("UPDATE execution_switch SET paused = true, reason = 'incident'", "paused"),
+    ],
+    ids=["cancel", "pause"],
+)
+def test_a_cancel_or_a_pause_committed_while_the_gate_waits_for_it_refuses_the_call(
+    tmp_path, migrated_pg_url, held, refusal
+):
+    """On PostgreSQL the gate's first look holds the run's row and the kill switch, and reads
+    what the call may spend, in one statement. A cancel or a pause under way holds one of
+    those rows: the look waits for it, and once it commits the call is refused, though the
+    rest of what the look read is as it was before the wait."""
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        run_id, _action = paused_run(env)
+        with env.db.transaction() as s:
+            s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+        resuming(env, run_id)
+        effects: list[str] = []
+        outcome: list[str] = []
+
+        def call() -> None:
+            try:
+                env.gate.run(
+                    config(run_id),
+                    tool_name="send_external_message",
+                    args=SEND_ARGS,
+                    effect=lambda: effects.append("sent") or "sent",
+                    tool_call_id="c1",
+                )
+                outcome.append("ran")
+            except GateRefused as refused:
+                outcome.append(str(refused))
+
+        with env.db.engine.connect() as other:
+            other.execute(text(held), {"run": run_id})  # its transaction is under way
+            gate = threading.Thread(target=call)
+            gate.start()
+            waiting = text(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%FOR SHARE%'"
+            )
+            deadline = time.monotonic() + 30
+            with env.db.engine.connect() as watch:
+                while not watch.execute(waiting).scalar():  # the look waits for the row
+                    watch.rollback()
+                    assert gate.is_alive() and time.monotonic() < deadline, outcome
+            other.commit()
+            gate.join(30)
+        assert effects == [] and len(outcome) == 1 and refusal in outcome[0], outcome
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
