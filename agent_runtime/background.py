@@ -1,6 +1,7 @@
 """The engine's background rounds: expiry, reminders and digests (``sweep``), and finishing
-what dead processes left (``reconcile``). Resuming and carrying a run on stay the façade's:
-they are handed in, called under the run's lock as the façade calls them."""
+what dead processes left (``reconcile``). Resuming and carrying a run on stay the façade's,
+ending a stalled run the run lifecycle's: they are handed in, called under the run's lock as
+the façade calls them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 from agent_runtime.announcer import Announcer
 from agent_runtime.claims import Claims
+from agent_runtime.give_ups import GiveUps, gave_up_text
 from agent_runtime.run_end import close_left_open
 from agent_runtime.sweeper import Sweeper, SweepResult
 from store.db import Database
@@ -19,11 +21,6 @@ from store.maintenance import MaintenanceQueries
 from store.repositories import RunRepository
 
 logger = logging.getLogger(__name__)
-GIVE_UP_AFTER = dt.timedelta(hours=1)
-GAVE_UP = (
-    "The bot could not carry this run on for an hour (its last error: {error}), so it ends "
-    "here. Start the request again."
-)
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,7 @@ class Background:
     ) -> None:
         """``resume(request_id, recovering=...)``: resume one request, never raising;
         ``carry_on(run_id)``: record where a run stopped, under its lock (held by the caller);
-        ``give_up(run_id, reason)``: end a run, failed, and tell its thread why."""
+        ``give_up(run_id, reason)``: end a stalled run, failed, telling its thread why."""
         self.db = db
         self.locks = locks
         self.claims = claims
@@ -69,9 +66,8 @@ class Background:
         self.resume = resume
         self.carry_on = carry_on
         self.give_up = give_up
-        self._failing: dict[str, dt.datetime] = {}
-        """Stalled runs whose carrying on failed at every try since then (one round at a
-        time: maintenance is one thread)."""
+        # A run put back is tried again once settled: about a lease and a round later.
+        self.give_ups = GiveUps(clock=clock, every=4 * claims.lease)
 
     def sweep(self) -> SweepResult:
         """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
@@ -109,21 +105,25 @@ class Background:
             closed=closed,
         )
 
-    def _carried_on(self, run_id: str) -> bool:
-        """Carry a stalled run on, under its lock. One that has failed to be carried on for
-        ``GIVE_UP_AFTER`` in a row (as this process saw it) ends instead, its thread told
-        why: it would otherwise be tried, and logged, for good, with nobody told."""
+    def _carry_on_or_give_up(self, run_id: str) -> bool:
+        """Carry a stalled run on, under its lock; whether it was. One whose carrying on has
+        failed at every try for long (``GiveUps``) ends instead, its thread told, if it is
+        still stalled (a try may have got as far as an approval)."""
         try:
             self.carry_on(run_id)
         except Exception as exc:
-            since = self._failing.setdefault(run_id, self.clock())
-            if self.clock() - since < GIVE_UP_AFTER:
+            if not self.give_ups.failed(run_id, exc):
                 raise
-            logger.exception("the stalled run %s could not be carried on for long; it ends", run_id)
-            self.give_up(run_id, GAVE_UP.format(error=type(exc).__name__))
-            self._failing.pop(run_id, None)
+            with self.db.transaction() as s:
+                still = MaintenanceQueries(s).is_stalled(run_id, settled_before=self.clock())
+            self.give_ups.forget(run_id)
+            if not still:
+                raise
+            logger.exception("the stalled run %s could not be carried on for long", run_id)
+            self.give_up(run_id, gave_up_text())
+            logger.error("the stalled run %s ended: it could not be carried on", run_id)
             return False
-        self._failing.pop(run_id, None)
+        self.give_ups.forget(run_id)
         return True
 
     def _put_back(self, run_id: str) -> None:
@@ -157,10 +157,8 @@ class Background:
         recorded what came next (a new interrupt, or the result), before it started the
         agent, or before it posted the run's thread. One whose lock is held is at work (or
         still posting its thread): left for a later round."""
-        settled_before, now = self.claims.settled_before(), self.clock()
-        # Forget runs no longer tried: carried on or ended elsewhere, or behind the limit.
-        kept = {r: t for r, t in self._failing.items() if now - t < 2 * GIVE_UP_AFTER}
-        self._failing = kept
+        settled_before = self.claims.settled_before()
+        self.give_ups.prune()
         with self.db.transaction() as s:
             stalled = MaintenanceQueries(s).stalled_runs(settled_before=settled_before)
         advanced = 0
@@ -173,7 +171,7 @@ class Background:
                         still = MaintenanceQueries(s).is_stalled(
                             run_id, settled_before=settled_before
                         )
-                    if still and self._carried_on(run_id):
+                    if still and self._carry_on_or_give_up(run_id):
                         advanced += 1
             except Exception:  # one run must not keep the others, or the steps after, waiting
                 logger.exception("could not advance the stalled run %s; trying again later", run_id)

@@ -141,6 +141,6 @@ def build_owners(
             card_retry_after=card_retry_after,
             resume=resume,
             carry_on=carry_on,
-            give_up=runs.fail,
+            give_up=runs.end_stalled,
         ),
     )

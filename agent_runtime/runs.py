@@ -156,16 +156,13 @@ class RunLifecycle:
         """Where the run's thread stopped. A run left running that never started (its
         process died first, or its start failed and the requester was told so) or that
         stopped mid-way (its process died while the agent worked, or its failure was never
-        recorded) fails, told: nothing is run that no one asked for since."""
+        recorded) fails, told in its thread (``end_stalled``): nothing is run that no one
+        asked for since."""
         state = self.runtime.state(run_id)  # no checkpoint: no ``created_at``
-        with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id)
-        if run is None or run.status != RunStatus.RUNNING:
+        if self._status(run_id) != RunStatus.RUNNING:
             return state
-        if state.created_at is None and run.thread_ts is None:
-            self.abandon(run_id, NEVER_STARTED)  # nobody saw it start: nothing to post
-        elif state.created_at is None:
-            self.fail(run_id, NEVER_STARTED)
+        if state.created_at is None:
+            self.end_stalled(run_id, NEVER_STARTED)
         elif state.next and not state.interrupts:
             self.fail(run_id, STOPPED_MIDWAY)
         else:
@@ -292,6 +289,16 @@ class RunLifecycle:
 
     def fail(self, run_id: str, reason: str) -> None:
         self._finish(run_id, RunStatus.FAILED, reason)
+
+    def end_stalled(self, run_id: str, reason: str) -> None:
+        """End a run maintenance cannot carry on: failed, told in its thread; with no
+        thread, nobody saw it start, and nothing is posted (``abandon``)."""
+        with self.db.transaction() as s:
+            run = RunRepository(s).get(run_id)
+        if run is not None and run.thread_ts is None:
+            self.abandon(run_id, reason)
+        else:
+            self.fail(run_id, reason)
 
     def abandon(self, run_id: str, reason: str) -> None:
         """End a run that has no thread, with nothing to post: its requester was told by

@@ -16,6 +16,7 @@ from agent_runtime import engine as engine_module
 from agent_runtime import gate as gate_module
 from agent_runtime import resume as resume_module
 from agent_runtime.engine import ApprovalEngine
+from agent_runtime.give_ups import gave_up_text
 from agent_runtime.graph_runtime import close_checkpointer
 from agent_runtime.runs import NEVER_STARTED, START_FAILED, STOPPED_MIDWAY
 from store.audit_models import AuditEvent
@@ -396,13 +397,8 @@ def test_a_start_whose_thread_could_not_be_posted_ends_its_run_at_once(env, cloc
     assert kinds == ["run_started", "run_failed"], kinds
 
 
-def test_a_stalled_run_that_cannot_be_carried_on_for_an_hour_ends_and_is_told(
-    env, clock, monkeypatch
-):
-    """A run whose next step keeps failing to be recorded (its checkpoint can no longer be
-    loaded, say) is tried again at later rounds, and logged each time. Once it has failed
-    for an hour in a row it ends, failed, and its thread hears why: otherwise it would wait
-    for good with nobody told."""
+def _stalled(env: Env, *, thread: str | None) -> str:
+    """A run left waiting with nothing open, settled, as after a crash."""
     run_id, _action = paused_run(env)
     with env.db.transaction() as s:
         for request in s.scalars(select(ApprovalRequest)):
@@ -410,22 +406,98 @@ def test_a_stalled_run_that_cannot_be_carried_on_for_an_hour_ends_and_is_told(
         run = s.get(Run, run_id)
         assert run is not None
         run.status, run.updated_at = "waiting", utcnow() - dt.timedelta(hours=1)
+        run.thread_ts = thread
+    return run_id
 
-    def unreadable(run_id: str, state=None):  # type: ignore[no-untyped-def]
-        raise ValueError("the checkpoint cannot be loaded")
 
-    monkeypatch.setattr(env.engine.runs, "record_stop", unreadable)
-    settled = env.engine.claims.lease + dt.timedelta(seconds=1)
-    clock.now = utcnow() + settled
-    first = clock.now
-    assert env.engine.reconcile().advanced == 0
-    clock.now = first + dt.timedelta(minutes=30)
-    assert env.engine.reconcile().advanced == 0
+def _rounds(env: Env, clock: Clock, *, minutes: float, start: dt.datetime) -> None:
+    """Maintenance rounds until ``minutes`` after ``start``, each when the run put back by the
+    last one has settled again."""
+    step = env.engine.claims.lease + dt.timedelta(seconds=1)
+    clock.now = max(clock.now, start)
+    while clock.now < start + dt.timedelta(minutes=minutes):
+        clock.now += step
+        env.engine.reconcile()
+
+
+def _failing(monkeypatch: pytest.MonkeyPatch, env: Env, error: Exception) -> list[str]:
+    tried: list[str] = []
+
+    def cannot(run_id: str, state=None):  # type: ignore[no-untyped-def]
+        tried.append(run_id)
+        raise error
+
+    monkeypatch.setattr(env.engine.runs, "record_stop", cannot)
+    return tried
+
+
+def test_a_stalled_run_that_cannot_be_carried_on_for_an_hour_ends_and_is_told(
+    env, clock, monkeypatch
+):
+    """A run whose next step keeps failing to be recorded (its checkpoint can no longer be
+    loaded, say) is tried again at later rounds. Once it has failed at every try for an hour
+    it ends, failed, and its thread hears so (not the error, which is the operators'):
+    otherwise it would wait for good with nobody told."""
+    run_id = _stalled(env, thread="1.5")
+    tried = _failing(monkeypatch, env, ValueError("the checkpoint cannot be loaded"))
+    start = utcnow()
+    _rounds(env, clock, minutes=59, start=start)
     assert _run_status(env, run_id) == "waiting" and env.notes.finished == []
-    clock.now = first + dt.timedelta(hours=1) + settled  # settled since it was put back
-    env.engine.reconcile()
+    assert len(tried) > 5
+    _rounds(env, clock, minutes=62, start=start)
     assert _run_status(env, run_id) == "failed"
     [told] = env.notes.finished
-    assert told.id == run_id and "ValueError" in (told.result_text or "")
-    assert "could not carry this run on for an hour" in (told.result_text or "")
-    assert env.engine.reconcile().advanced == 0, "ended once"
+    assert told.id == run_id and told.result_text == gave_up_text()
+    assert "60 minutes" in told.result_text and "cannot be loaded" not in told.result_text
+    before = len(tried)
+    _rounds(env, clock, minutes=70, start=start)
+    assert len(tried) == before, "ended once, not tried again"
+
+
+def test_a_stalled_run_without_a_thread_ends_with_nothing_posted(env, clock, monkeypatch):
+    run_id = _stalled(env, thread=None)
+    _failing(monkeypatch, env, ValueError("the checkpoint cannot be loaded"))
+    _rounds(env, clock, minutes=62, start=utcnow())
+    with env.db.transaction() as s:
+        ended = s.get(Run, run_id)
+        assert ended is not None and (ended.status, ended.result_posted) == ("failed", True)
+    assert env.notes.finished == []
+
+
+def test_an_outage_of_the_database_ends_no_stalled_run(env, clock, monkeypatch):
+    """The store or the network failing is no fault of the run: after an hour of it, the run
+    is still carried on once they are back."""
+    from sqlalchemy.exc import OperationalError
+
+    run_id = _stalled(env, thread="1.5")
+    outage = OperationalError("SELECT 1", {}, Exception("connection refused"))
+    _failing(monkeypatch, env, outage)
+    _rounds(env, clock, minutes=90, start=utcnow())
+    assert _run_status(env, run_id) == "waiting"
+    monkeypatch.undo()
+    _rounds(env, clock, minutes=92, start=clock.now - dt.timedelta(minutes=90))
+    assert _run_status(env, run_id) != "waiting" or _requested_runs(env)
+
+
+def test_the_hour_counts_tries_in_a_row_and_a_try_that_opened_an_approval_ends_nothing(
+    env, clock, monkeypatch
+):
+    """Tries far apart (maintenance stopped between them) start the count again; and a try
+    that got as far as posting an approval before it failed leaves the run to that approval."""
+    run_id = _stalled(env, thread="1.5")
+    _failing(monkeypatch, env, ValueError("the checkpoint cannot be loaded"))
+    start = utcnow()
+    _rounds(env, clock, minutes=30, start=start)
+    clock.now += 5 * env.engine.claims.lease  # no round meanwhile (maintenance stopped)
+    _rounds(env, clock, minutes=59, start=clock.now)
+    assert _run_status(env, run_id) == "waiting", "less than an hour in a row"
+
+    def opens_then_fails(run_id: str, state=None):  # type: ignore[no-untyped-def]
+        with env.db.transaction() as s:
+            for request in s.scalars(select(ApprovalRequest)):
+                request.status = "pending"  # as a recorded stop posts an approval
+        raise ValueError("failed after it posted the approval")
+
+    monkeypatch.setattr(env.engine.runs, "record_stop", opens_then_fails)
+    _rounds(env, clock, minutes=2, start=clock.now)
+    assert _run_status(env, run_id) == "waiting" and env.notes.finished == []
