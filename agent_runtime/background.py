@@ -52,10 +52,12 @@ class Background:
         resume: Callable[..., None],
         carry_on: Callable[[str], None],
         give_up: Callable[[str, str], None],
+        rounds_every: dt.timedelta,
     ) -> None:
         """``resume(request_id, recovering=...)``: resume one request, never raising;
         ``carry_on(run_id)``: record where a run stopped, under its lock (held by the caller);
-        ``give_up(run_id, reason)``: end a stalled run, failed, telling its thread why."""
+        ``give_up(run_id, reason)``: end a stalled run, failed, telling its thread why;
+        ``rounds_every``: how often maintenance runs its rounds."""
         self.db = db
         self.locks = locks
         self.claims = claims
@@ -67,7 +69,7 @@ class Background:
         self.carry_on = carry_on
         self.give_up = give_up
         # A run put back is tried again once settled: about a lease and a round later.
-        self.give_ups = GiveUps(clock=clock, every=4 * claims.lease)
+        self.give_ups = GiveUps(clock=clock, every=4 * (claims.lease + rounds_every))
 
     def sweep(self) -> SweepResult:
         """Expire what is due (each resumed, rejected, as soon as it is claimed), then send
@@ -105,22 +107,24 @@ class Background:
             closed=closed,
         )
 
-    def _carry_on_or_give_up(self, run_id: str) -> bool:
+    def _carry_on_or_give_up(self, run_id: str, *, settled_before: dt.datetime) -> bool:
         """Carry a stalled run on, under its lock; whether it was. One whose carrying on has
         failed at every try for long (``GiveUps``) ends instead, its thread told, if it is
-        still stalled (a try may have got as far as an approval)."""
+        still stalled as the round found it (a try that got as far as an approval, or a
+        resume, moved it on)."""
         try:
             self.carry_on(run_id)
         except Exception as exc:
             if not self.give_ups.failed(run_id, exc):
                 raise
             with self.db.transaction() as s:
-                still = MaintenanceQueries(s).is_stalled(run_id, settled_before=self.clock())
-            self.give_ups.forget(run_id)
+                still = MaintenanceQueries(s).is_stalled(run_id, settled_before=settled_before)
             if not still:
+                self.give_ups.forget(run_id)
                 raise
             logger.exception("the stalled run %s could not be carried on for long", run_id)
             self.give_up(run_id, gave_up_text())
+            self.give_ups.forget(run_id)
             logger.error("the stalled run %s ended: it could not be carried on", run_id)
             return False
         self.give_ups.forget(run_id)
@@ -171,7 +175,7 @@ class Background:
                         still = MaintenanceQueries(s).is_stalled(
                             run_id, settled_before=settled_before
                         )
-                    if still and self._carry_on_or_give_up(run_id):
+                    if still and self._carry_on_or_give_up(run_id, settled_before=settled_before):
                         advanced += 1
             except Exception:  # one run must not keep the others, or the steps after, waiting
                 logger.exception("could not advance the stalled run %s; trying again later", run_id)

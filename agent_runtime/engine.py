@@ -61,11 +61,13 @@ class ApprovalEngine(FacadeReads):
         card_retry_after: dt.timedelta = dt.timedelta(seconds=10),
         resuming_card_after: dt.timedelta = dt.timedelta(0),
         observer: ResumeObserver | None = None,
+        rounds_every: dt.timedelta = dt.timedelta(seconds=30),
     ) -> None:
         """``card_retry_after``: how old a request without a card must be before
         ``reconcile`` looks for its card or posts it again; ``resuming_card_after``: how long
         a resume may take before its card says it is under way (one that ends sooner updates
-        the card once, with its result)."""
+        the card once, with its result); ``rounds_every``: how often ``sweep`` and
+        ``reconcile`` run."""
         self.db = db
         self.clock = clock
         self.observer = observer or Unobserved()
@@ -80,6 +82,7 @@ class ApprovalEngine(FacadeReads):
             clock=clock,
             lease=lease,
             card_retry_after=card_retry_after,
+            rounds_every=rounds_every,
             resume=self._resume_guarded,
             carry_on=self._carry_on,
         )

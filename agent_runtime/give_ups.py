@@ -8,21 +8,47 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import httpx
 import psycopg
+from psycopg_pool import PoolTimeout
 from sqlalchemy import exc as sa_exc
 
 GIVE_UP_AFTER = dt.timedelta(hours=1)
 MIN_TRIES = 5
-OUTAGES = (
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    OSError,
-    TimeoutError,
-)
-"""Failures of the database or the network, not of the run: neither counted nor forgotten
-(after an outage, the runs it held up are carried on, not ended)."""
+_LOST = (OSError, TimeoutError, httpx.TransportError, sa_exc.TimeoutError, PoolTimeout)
+"""The network, or a pool waiting for a connection."""
+_LOST_STATES = ("08", "53", "57P01", "57P02", "57P03")
+"""PostgreSQL: a connection lost or refused, resources exhausted, the server shutting down."""
+
+
+def is_outage(error: BaseException) -> bool:
+    """A failure of the database, the network or the agent's server, not of the run: it is
+    neither counted nor forgotten (after an outage, the runs it held up are carried on, not
+    ended). Causes count too: a runtime may raise its own error from one."""
+    seen: BaseException | None = error
+    for _ in range(5):
+        if seen is None:
+            return False
+        if _outage_itself(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _outage_itself(error: BaseException) -> bool:
+    if isinstance(error, _LOST):
+        return True
+    if isinstance(error, httpx.HTTPStatusError):  # the agent's server, busy or failing
+        return error.response.status_code == 429 or error.response.status_code >= 500
+    if isinstance(error, sa_exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        return _outage_itself(error.orig) if isinstance(error.orig, BaseException) else False
+    if isinstance(error, psycopg.InterfaceError):
+        return True
+    if isinstance(error, psycopg.OperationalError):  # a limit or a deadlock is the run's
+        return error.sqlstate is None or error.sqlstate.startswith(_LOST_STATES)
+    return False
 
 
 @dataclass
@@ -44,7 +70,7 @@ class GiveUps:
     def failed(self, run_id: str, error: BaseException) -> bool:
         """Count one failed try; whether the run should end now: it failed at every try,
         at least ``MIN_TRIES`` of them, for ``GIVE_UP_AFTER``."""
-        if isinstance(error, OUTAGES):
+        if is_outage(error):
             return False
         now = self.clock()
         failing = self._failing.setdefault(run_id, _Failing(since=now, last=now))

@@ -72,6 +72,7 @@ def build_owners(
     clock: Callable[[], dt.datetime],
     lease: dt.timedelta,
     card_retry_after: dt.timedelta,
+    rounds_every: dt.timedelta,
     resume: Callable[..., None],
     carry_on: Callable[[str], None],
 ) -> Owners:
@@ -142,5 +143,6 @@ def build_owners(
             resume=resume,
             carry_on=carry_on,
             give_up=runs.end_stalled,
+            rounds_every=rounds_every,
         ),
     )

@@ -172,6 +172,7 @@ def build_bot(
         observer=metrics,
         card_retry_after=dt.timedelta(seconds=settings.card_retry_seconds),
         resuming_card_after=dt.timedelta(seconds=settings.resuming_card_after_seconds),
+        rounds_every=dt.timedelta(seconds=settings.maintenance_interval_seconds),
     )
     home = HomeTab(
         workspaces=slack.workspaces, overview=engine.overview, usergroup_members=directory.members

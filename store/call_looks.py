@@ -198,9 +198,12 @@ _FIRST_LOOK = (
 )
 """PostgreSQL: the run's row held (a cancel or an end of the run commits before this or
 waits for the spend), then the switch, then ``_CALL_ROWS``, in one statement. Its snapshot is
-taken before any wait for those locks: what committed during the wait shows in the run and
-the switch, which refuse the call if it matters (a cancel, an end, a pause); a spend of this
-very call committed meanwhile is found by the spend's conflict and read again."""
+taken before any wait for those locks: the run and the switch are read as they are once held
+(a cancel, an end or a pause committed meanwhile refuses the call), the call's rows as they
+were before the wait. Only writers of the run's row make it wait, and none of them spends or
+keeps a result; a spend of the same action committed meanwhile is found by the spend's
+conflict and read again (the same call run twice at once, with no approval reviewed as that
+very call, can still spend two identical approvals, as before: the gate's spend)."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,7 @@ class CallLooks:
         values = {"run": run_id, "tool": tool_name, "call": tool_call_id}
         conn = self.session.connection()
         if conn.dialect.name != "postgresql":
-            status = RunRepository(self.session).status(run_id, hold=True, hold_switch=True)
+            status = RunRepository(self.session).status(run_id, hold=True)
             switch = SwitchRepository(self.session).state(hold=True)
             return FirstLook(status, switch, self.again(**values))
         rows = conn.execute(_FIRST_LOOK, values).all()

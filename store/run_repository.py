@@ -13,7 +13,6 @@ from store.db import affected
 from store.models import Run, utcnow
 from store.pending_reads import RunRecord
 from store.statuses import UNFINISHED_RUN
-from store.switch import hold_run_of
 
 
 def finish_statement(run_id: ColumnElement[str]) -> Update:
@@ -74,13 +73,10 @@ class RunRepository:
         )
         return self.session.scalars(stmt).one_or_none()
 
-    def status(self, run_id: str, *, hold: bool = False, hold_switch: bool = False) -> str | None:
+    def status(self, run_id: str, *, hold: bool = False) -> str | None:
         """The run's status; ``hold`` keeps a shared lock on its row until the transaction
-        ends, so nobody changes the status meanwhile (PostgreSQL; SQLite writes one at a time),
-        and ``hold_switch`` then the kill switch's too, in the same statement
-        (``switch.hold_run_of``)."""
-        if hold and hold_switch and self.session.connection().dialect.name == "postgresql":
-            return hold_run_of(self.session, run_id)
+        ends, so nobody changes the status meanwhile (PostgreSQL; SQLite writes one at a
+        time). A gated call holds it with the kill switch: ``call_looks``."""
         stmt = _STATUS_HELD if hold else _STATUS
         return self.session.connection().execute(stmt, {"run": run_id}).scalar()
 

@@ -109,32 +109,3 @@ def _state_of(found: Row[Any]) -> SwitchState:
     if found.paused is None:  # a database migrated without the row: treat as running
         return SwitchState(paused=False)
     return SwitchState(found.paused, found.reason, found.changed_by, found.changed_at)
-
-
-# As above, for a point of effect: the run's row is held first (a cancel or an end of the run
-# commits before it or waits for it), then the switch. No row: no run by that id, nothing held.
-_HOLD_RUN_AND_SWITCH = text(
-    "WITH run AS MATERIALIZED (SELECT runs.status FROM runs WHERE runs.id = :run FOR SHARE) "
-    "SELECT run.status, switch.paused, switch.reason, switch.changed_by, switch.changed_at "
-    "FROM run LEFT JOIN LATERAL (SELECT paused, reason, changed_by, changed_at "
-    "FROM execution_switch WHERE id = :switch AND run.status IS NOT NULL FOR SHARE) AS switch "
-    "ON true"
-).columns(
-    status=String(),
-    paused=Boolean(),
-    reason=Text(),
-    changed_by=String(),
-    changed_at=UTCDateTime(),
-)
-
-
-def hold_run_of(session: Session, run_id: str) -> str | None:
-    """PostgreSQL: hold the run's row (a shared lock) and then, in the same statement, the
-    switch (as ``state(hold=True)`` does, which then reads nothing); the run's status, or
-    ``None`` if there is no such run (and then nothing is held)."""
-    conn = session.connection()
-    found = conn.execute(_HOLD_RUN_AND_SWITCH, {"run": run_id, "switch": SWITCH_ID}).first()
-    if found is None:
-        return None
-    session.info[_HELD_INFO] = (innermost(session), _state_of(found))
-    return str(found.status)

@@ -221,7 +221,7 @@ def test_a_cancel_or_a_pause_committed_while_the_gate_waits_for_it_refuses_the_c
             gate.start()
             waiting = text(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE '%FOR SHARE%'"
+                "AND datname = current_database() AND query LIKE '%FOR SHARE%'"
             )
             deadline = time.monotonic() + 30
             with env.db.engine.connect() as watch:

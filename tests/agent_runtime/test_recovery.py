@@ -467,11 +467,12 @@ def test_a_stalled_run_without_a_thread_ends_with_nothing_posted(env, clock, mon
 def test_an_outage_of_the_database_ends_no_stalled_run(env, clock, monkeypatch):
     """The store or the network failing is no fault of the run: after an hour of it, the run
     is still carried on once they are back."""
+    import psycopg
     from sqlalchemy.exc import OperationalError
 
     run_id = _stalled(env, thread="1.5")
-    outage = OperationalError("SELECT 1", {}, Exception("connection refused"))
-    _failing(monkeypatch, env, outage)
+    refused = psycopg.OperationalError("connection refused")
+    _failing(monkeypatch, env, OperationalError("SELECT 1", {}, refused))
     _rounds(env, clock, minutes=90, start=utcnow())
     assert _run_status(env, run_id) == "waiting"
     monkeypatch.undo()
@@ -479,11 +480,13 @@ def test_an_outage_of_the_database_ends_no_stalled_run(env, clock, monkeypatch):
     assert _run_status(env, run_id) != "waiting" or _requested_runs(env)
 
 
-def test_the_hour_counts_tries_in_a_row_and_a_try_that_opened_an_approval_ends_nothing(
-    env, clock, monkeypatch
+@pytest.mark.parametrize("moved_on", ["opened an approval", "recorded a stop"])
+def test_the_hour_counts_tries_in_a_row_and_a_try_that_moved_the_run_on_ends_nothing(
+    env, clock, monkeypatch, moved_on
 ):
     """Tries far apart (maintenance stopped between them) start the count again; and a try
-    that got as far as posting an approval before it failed leaves the run to that approval."""
+    that got as far as posting an approval, or recording a stop, before it failed leaves the
+    run to what it recorded, though the count says to give up."""
     run_id = _stalled(env, thread="1.5")
     _failing(monkeypatch, env, ValueError("the checkpoint cannot be loaded"))
     start = utcnow()
@@ -492,12 +495,21 @@ def test_the_hour_counts_tries_in_a_row_and_a_try_that_opened_an_approval_ends_n
     _rounds(env, clock, minutes=59, start=clock.now)
     assert _run_status(env, run_id) == "waiting", "less than an hour in a row"
 
-    def opens_then_fails(run_id: str, state=None):  # type: ignore[no-untyped-def]
+    def moves_then_fails(run_id: str, state=None):  # type: ignore[no-untyped-def]
         with env.db.transaction() as s:
-            for request in s.scalars(select(ApprovalRequest)):
-                request.status = "pending"  # as a recorded stop posts an approval
-        raise ValueError("failed after it posted the approval")
+            if moved_on == "opened an approval":
+                for request in s.scalars(select(ApprovalRequest)):
+                    request.status = "pending"
+            run = s.get(Run, run_id)
+            assert run is not None
+            run.updated_at = clock.now  # as recording a stop touches its run
+        raise ValueError("failed after it moved the run on")
 
-    monkeypatch.setattr(env.engine.runs, "record_stop", opens_then_fails)
-    _rounds(env, clock, minutes=2, start=clock.now)
+    monkeypatch.setattr(env.engine.runs, "record_stop", moves_then_fails)
+    give_ups = env.engine.background.give_ups
+    counted = give_ups.failed
+    said: list[bool] = []
+    monkeypatch.setattr(give_ups, "failed", lambda *a: said.append(counted(*a)) or said[-1])
+    _rounds(env, clock, minutes=12, start=clock.now)
+    assert said and said[0], "the count said to give up"
     assert _run_status(env, run_id) == "waiting" and env.notes.finished == []
