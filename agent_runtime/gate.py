@@ -20,6 +20,7 @@ from agent_runtime.call_identity import call_id_of, thread_of
 from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
+from agent_runtime.in_flight import InFlight
 from agent_runtime.kill_switch import paused_reason
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
@@ -61,6 +62,7 @@ class EffectGate:
         self.policy = policy
         self.catalog = catalog
         self.notifier = notifier
+        self.in_flight = InFlight()
 
     def run(
         self,
@@ -77,12 +79,15 @@ class EffectGate:
             return effect()
         if grant.stored_result is not None:
             return grant.stored_result
-        fault_point("inside_tool")
         try:
+            fault_point("inside_tool")
             result = effect()
         except Exception as exc:
             # The approval is spent either way; a replay of this call must not try again.
             self.finish(grant, f"Failed: {type(exc).__name__}: {exc}")
+            raise
+        except BaseException:
+            self.abandon(grant)
             raise
         self.finish(grant, result)
         fault_point("after_tool")
@@ -110,7 +115,11 @@ class EffectGate:
             return self._refuse(run_id, tool_name, normalized, reason)
         if not rule.gated or (state is ArgsState.VALID and not rule.applies_to(normalized)):
             return None
-        return self._grant(run_id, tool_name, normalized, call_id_of(config, tool_call_id))
+        grant = self._grant(run_id, tool_name, normalized, call_id_of(config, tool_call_id))
+        if grant.stored_result is None and not self.in_flight.take(grant.action_id):
+            assert run_id is not None  # (``_grant`` refused a call outside any run)
+            self._refuse_duplicate(run_id, tool_name, normalized)  # it runs here, right now
+        return grant
 
     def _normalize(
         self, tool_name: str, args: Mapping[str, Any], schema: ToolSchema | None
@@ -130,11 +139,19 @@ class EffectGate:
             action.request, environment=self.policy.environment, versions=self.catalog.versions
         )
 
+    def abandon(self, grant: Grant) -> None:
+        """A call given up inside its effect, with no result (interrupted, cancelled): left
+        cut short in the store, as a crash leaves it, for a replay to run again."""
+        self.in_flight.release(grant.action_id)
+
     def finish(self, grant: Grant, result: str) -> None:
         """One conditional update: on PostgreSQL it runs on its own, with no transaction
         around it to begin and commit on the reviewer's wait."""
-        with self.db.single() as s:
-            ExecutionRepository(s).finish(grant.action_id, result=result)
+        try:
+            with self.db.single() as s:
+                ExecutionRepository(s).finish(grant.action_id, result=result)
+        finally:
+            self.in_flight.release(grant.action_id)
 
     def _grant(
         self,

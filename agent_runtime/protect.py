@@ -41,6 +41,9 @@ class GatedTool(BaseTool):
         except Exception as exc:
             self._failed(grant, exc)
             raise
+        except BaseException:
+            self._abandoned(grant)
+            raise
         self._finish(grant, output)
         return output
 
@@ -56,6 +59,9 @@ class GatedTool(BaseTool):
             output = await self.inner.ainvoke(input, config, **kwargs)
         except Exception as exc:
             await asyncio.to_thread(self._failed, grant, exc)
+            raise
+        except BaseException:  # cancelled, say: no thread hop, which would wait
+            self._abandoned(grant)
             raise
         await asyncio.to_thread(self._finish, grant, output)
         return output
@@ -82,6 +88,10 @@ class GatedTool(BaseTool):
         """The approval is spent either way: a retry of this call gets the failure back."""
         if grant is not None:
             self.gate.finish(grant, f"Failed: {type(exc).__name__}: {exc}")
+
+    def _abandoned(self, grant: Grant | None) -> None:
+        if grant is not None:
+            self.gate.abandon(grant)
 
     def _message(self, content: str, call_id: str | None) -> Any:
         if call_id is None:

@@ -364,6 +364,34 @@ def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
     assert len(attempts) == 1
 
 
+def test_a_wrapped_tool_interrupted_inside_its_effect_is_left_cut_short_for_a_replay(env):
+    """Interrupted with no result (cancelled, say), the call is left as a crash leaves it: its
+    replay runs the effect again under the same key, and is not taken for the same call still
+    running."""
+    attempts: list[int] = []
+
+    class Interrupted(BaseException):
+        pass
+
+    def send(recipient: str, text: str) -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise Interrupted
+        return "sent"
+
+    guarded = gate_tool(
+        env.gate,
+        StructuredTool.from_function(send, name="send_external_message", description="Send."),
+    )
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    with pytest.raises(Interrupted):
+        guarded.invoke(call, config(run_id))
+    again = guarded.invoke(call, config(run_id))
+    assert isinstance(again, ToolMessage) and again.content == "sent" and len(attempts) == 2
+
+
 def test_a_refusal_quoting_a_redacted_argument_keeps_it_out_of_the_audit_and_logs(
     env, monkeypatch, caplog
 ):

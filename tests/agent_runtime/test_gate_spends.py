@@ -234,3 +234,59 @@ def test_a_cancel_or_a_pause_committed_while_the_gate_waits_for_it_refuses_the_c
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(env):
+    """A model that sends one tool-call id twice in a message gets both calls run at once by a
+    tool node. The second looks after the first spent the approval, while the first is still
+    inside its effect: in the store that looks like a call cut short by a crash, whose replay
+    would run the effect again. It is refused as a duplicate instead; the effect runs once."""
+    import threading
+
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+    inside, second_done = threading.Event(), threading.Event()
+    effects: list[str] = []
+    outcomes: dict[str, str] = {}
+
+    def effect() -> str:
+        effects.append(threading.current_thread().name)
+        inside.set()
+        assert second_done.wait(10), "the second call was answered meanwhile"
+        return "sent"
+
+    def call() -> None:
+        me = threading.current_thread().name
+        try:
+            outcomes[me] = env.gate.run(
+                config(run_id),
+                tool_name="send_external_message",
+                args=SEND_ARGS,
+                effect=effect,
+                tool_call_id="c1",
+            )
+        except GateRefused as refused:
+            outcomes[me] = str(refused)
+        finally:
+            if me == "second":
+                second_done.set()
+
+    first = threading.Thread(target=call, name="first")
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=call, name="second")
+    second.start()
+    second.join(10)
+    first.join(10)
+    assert effects == ["first"] and outcomes["first"] == "sent"
+    assert outcomes["second"].startswith("Not run again: this very send_external_message")
+    again = env.gate.run(
+        config(run_id),
+        tool_name="send_external_message",
+        args=SEND_ARGS,
+        effect=str,
+        tool_call_id="c1",
+    )
+    assert again == "sent", "once it finished, the same call gets its result back"
