@@ -115,11 +115,7 @@ class EffectGate:
             return self._refuse(run_id, tool_name, normalized, reason)
         if not rule.gated or (state is ArgsState.VALID and not rule.applies_to(normalized)):
             return None
-        grant = self._grant(run_id, tool_name, normalized, call_id_of(config, tool_call_id))
-        if grant.stored_result is None and not self.in_flight.take(grant.action_id):
-            assert run_id is not None  # (``_grant`` refused a call outside any run)
-            self._refuse_duplicate(run_id, tool_name, normalized)  # it runs here, right now
-        return grant
+        return self._grant(run_id, tool_name, normalized, call_id_of(config, tool_call_id))
 
     def _normalize(
         self, tool_name: str, args: Mapping[str, Any], schema: ToolSchema | None
@@ -147,11 +143,10 @@ class EffectGate:
     def finish(self, grant: Grant, result: str) -> None:
         """One conditional update: on PostgreSQL it runs on its own, with no transaction
         around it to begin and commit on the reviewer's wait."""
-        try:
-            with self.db.single() as s:
-                ExecutionRepository(s).finish(grant.action_id, result=result)
-        finally:
-            self.in_flight.release(grant.action_id)
+        with self.db.single() as s:
+            ExecutionRepository(s).finish(grant.action_id, result=result)
+        # Not kept, it would look cut short: held until it goes stale (``InFlight``).
+        self.in_flight.release(grant.action_id)
 
     def _grant(
         self,
@@ -162,32 +157,48 @@ class EffectGate:
     ) -> Grant:
         if run_id is None:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
-        with self.db.transaction() as s:
-            # Shared lock on the run's row: a cancel (or an end) commits before this check or
-            # waits for this grant. An ended run's thread was told it stopped: none of its
-            # approvals is spent any more, whatever is still open; a call that ran before the
-            # end still gets its result back (what ran is told, never denied). A cancelled
-            # run's approvals are not even replayed.
-            # The same for the kill switch: a pause commits before this check or after it.
-            # (On PostgreSQL in the statement that reads the rest: ``CallLooks.first``.)
-            look = CallLooks(s).first(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
-            cancelled = look.run_status == RunStatus.CANCELLED
-            ended = look.run_status in FINISHED_RUN
-            switch, found = look.switch, look.records
-            blocked = ended or switch.paused
-            call = (run_id, tool_name, args, tool_call_id)
-            replay = None if cancelled else self._replay(found.spent, call, blocked=blocked)
-            if replay is not None:
-                return replay
-            candidates = [] if blocked else found.spendable
-            matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
-            current = [a for a in matching if a.request.policy_version == self.policy.version]
-            drifted = [d for d in map(self._drift, current) if d is not None]
-            spent, duplicate = self._spend(s, call, current)
-            if spent is not None:
-                return spent
-        if duplicate:
+        call = (run_id, tool_name, args, tool_call_id)
+        held: list[str] = []  # actions whose effect this call took: let go if it never commits
+        try:
+            with self.db.transaction() as s:
+                found = self._look(s, call, held)
+        except BaseException:
+            for action_id in held:
+                self.in_flight.release(action_id)
+            raise
+        if found.grant is not None:
+            return found.grant
+        if found.duplicate:
             return self._refuse_duplicate(run_id, tool_name, args)
+        return self._refuse(run_id, tool_name, args, found.reason)
+
+    def _look(self, s: Session, call: _Call, held: list[str]) -> _Found:
+        """Inside the grant's transaction: a replay, a spend, or why neither."""
+        run_id, tool_name, args, tool_call_id = call
+        # Shared lock on the run's row: a cancel (or an end) commits before this check or
+        # waits for this grant. An ended run's thread was told it stopped: none of its
+        # approvals is spent any more, whatever is still open; a call that ran before the
+        # end still gets its result back (what ran is told, never denied). A cancelled
+        # run's approvals are not even replayed.
+        # The same for the kill switch: a pause commits before this check or after it.
+        # (On PostgreSQL in the statement that reads the rest: ``CallLooks.first``.)
+        look = CallLooks(s).first(run_id=run_id, tool_name=tool_name, tool_call_id=tool_call_id)
+        cancelled = look.run_status == RunStatus.CANCELLED
+        ended = look.run_status in FINISHED_RUN
+        switch, found = look.switch, look.records
+        blocked = ended or switch.paused
+        replay = None if cancelled else self._replay(found.spent, call, blocked=blocked)
+        if replay is not None:
+            return self._replayed(s, replay, call, held)
+        candidates = [] if blocked else found.spendable
+        matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
+        current = [a for a in matching if a.request.policy_version == self.policy.version]
+        drifted = [d for d in map(self._drift, current) if d is not None]
+        spent, duplicate = self._spend(s, call, current)
+        if spent is not None:
+            self.in_flight.take(spent.action_id)  # not committed yet: nobody else holds it
+            held.append(spent.action_id)
+            return _Found(grant=spent)
         if cancelled:
             reason = "its run was cancelled"
         elif ended:
@@ -198,7 +209,25 @@ class EffectGate:
             reason = f"its approval no longer holds: {drifted[0]}"
         else:
             reason = _why(candidates, matching, current)
-        return self._refuse(run_id, tool_name, args, reason)
+        return _Found(duplicate=duplicate, reason=reason)
+
+    def _replayed(self, s: Session, replay: Grant, call: _Call, held: list[str]) -> _Found:
+        """A kept result as it is. A call cut short runs again only if this process is not
+        running it now (``InFlight``); once this call holds it, its record is read again: the
+        run that held it until then may have kept its result since the first look."""
+        if replay.stored_result is not None:
+            return _Found(grant=replay)
+        if not self.in_flight.take(replay.action_id):
+            return _Found(duplicate=True)
+        held.append(replay.action_id)
+        run_id, tool_name, _args, tool_call_id = call
+        now = CallLooks(s).again(run=run_id, tool=tool_name, call=tool_call_id).spent
+        kept = [done.result for action, done in now if action.id == replay.action_id]
+        if not kept or kept[0] is None:
+            return _Found(grant=replay)
+        held.remove(replay.action_id)
+        self.in_flight.release(replay.action_id)
+        return _Found(grant=Grant(replay.action_id, replay.key, kept[0]))
 
     def _spend(
         self, s: Session, call: _Call, current: list[GatedAction]
@@ -289,6 +318,15 @@ class EffectGate:
             view = run_view(run) if run is not None else None
         logger.warning("blocked %s in %s: %s", tool_name, run_id, kept)
         return view
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What a call's look found: its grant, that it is a duplicate, or why it is refused."""
+
+    grant: Grant | None = None
+    duplicate: bool = False
+    reason: str = ""
 
 
 _Call = tuple[str, str, dict[str, Any], str]

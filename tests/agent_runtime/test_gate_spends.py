@@ -290,3 +290,70 @@ def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(en
         tool_call_id="c1",
     )
     assert again == "sent", "once it finished, the same call gets its result back"
+
+
+def test_a_call_that_looked_while_the_same_call_ran_gets_the_result_kept_since(
+    tmp_path, migrated_pg_url
+):
+    """The second call looked while the first was inside its effect (it saw a call cut
+    short); the first then kept its result and let go of the action before the second took
+    it. The second reads the record again once it holds the action: it gets the result, and
+    the effect does not run again. (On PostgreSQL: SQLite's write lock, held from the look,
+    keeps the first from keeping its result in between.)"""
+
+    env = make_env(tmp_path, url=migrated_pg_url)
+    try:
+        _kept_since(env)
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
+
+
+def _kept_since(env) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+    inside, looked, first_done = threading.Event(), threading.Event(), threading.Event()
+    effects: list[str] = []
+    outcomes: dict[str, str] = {}
+    real_take = env.gate.in_flight.take
+
+    def take(action_id: str) -> bool:
+        if threading.current_thread().name == "second":
+            looked.set()
+            assert first_done.wait(10), "the first call kept its result meanwhile"
+        return real_take(action_id)
+
+    env.gate.in_flight.take = take  # type: ignore[method-assign]
+
+    def effect() -> str:
+        effects.append(threading.current_thread().name)
+        inside.set()
+        assert looked.wait(10), "the second call looked meanwhile"
+        return "sent"
+
+    def call() -> None:
+        me = threading.current_thread().name
+        try:
+            outcomes[me] = env.gate.run(
+                config(run_id),
+                tool_name="send_external_message",
+                args=SEND_ARGS,
+                effect=effect,
+                tool_call_id="c1",
+            )
+        finally:
+            if me == "first":
+                first_done.set()
+
+    first = threading.Thread(target=call, name="first")
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=call, name="second")
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert effects == ["first"] and outcomes == {"first": "sent", "second": "sent"}
