@@ -236,25 +236,28 @@ def test_a_cancel_or_a_pause_committed_while_the_gate_waits_for_it_refuses_the_c
         env.db.dispose()
 
 
-def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(env):
-    """A model that sends one tool-call id twice in a message gets both calls run at once by a
-    tool node. The second looks after the first spent the approval, while the first is still
-    inside its effect: in the store that looks like a call cut short by a crash, whose replay
-    would run the effect again. It is refused as a duplicate instead; the effect runs once."""
-    import threading
-
+def _approved(env) -> str:  # type: ignore[no-untyped-def]
     run_id, _action = paused_run(env)
     with env.db.transaction() as s:
         s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
     resuming(env, run_id)
-    inside, second_done = threading.Event(), threading.Event()
+    return run_id
+
+
+def _twice(env, run_id: str, *, wait_inside, done) -> tuple[list[str], dict[str, str]]:  # type: ignore[no-untyped-def]
+    """The same call (one tool-call id) run by a thread "first", then, once it is inside its
+    effect, by a thread "second". ``wait_inside``: what the effect waits for before it returns;
+    ``done(name)``: called as each call returns. The effects run and what each call got."""
+    import threading
+
+    inside = threading.Event()
     effects: list[str] = []
     outcomes: dict[str, str] = {}
 
     def effect() -> str:
         effects.append(threading.current_thread().name)
         inside.set()
-        assert second_done.wait(10), "the second call was answered meanwhile"
+        assert wait_inside.wait(10), "the other call went on meanwhile"
         return "sent"
 
     def call() -> None:
@@ -270,16 +273,33 @@ def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(en
         except GateRefused as refused:
             outcomes[me] = str(refused)
         finally:
-            if me == "second":
-                second_done.set()
+            done(me)
 
     first = threading.Thread(target=call, name="first")
     first.start()
     assert inside.wait(10)
     second = threading.Thread(target=call, name="second")
     second.start()
-    second.join(10)
-    first.join(10)
+    for thread in (first, second):
+        thread.join(10)
+    return effects, outcomes
+
+
+def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(env):
+    """A model that sends one tool-call id twice in a message gets both calls run at once by a
+    tool node. The second looks after the first spent the approval, while the first is still
+    inside its effect: in the store that looks like a call cut short by a crash, whose replay
+    would run the effect again. It is refused as a duplicate instead; the effect runs once."""
+    import threading
+
+    run_id = _approved(env)
+    second_done = threading.Event()
+    effects, outcomes = _twice(
+        env,
+        run_id,
+        wait_inside=second_done,
+        done=lambda me: me == "second" and second_done.set(),
+    )
     assert effects == ["first"] and outcomes["first"] == "sent"
     assert outcomes["second"].startswith("Not run again: this very send_external_message")
     again = env.gate.run(
@@ -300,60 +320,25 @@ def test_a_call_that_looked_while_the_same_call_ran_gets_the_result_kept_since(
     it. The second reads the record again once it holds the action: it gets the result, and
     the effect does not run again. (On PostgreSQL: SQLite's write lock, held from the look,
     keeps the first from keeping its result in between.)"""
+    import threading
 
     env = make_env(tmp_path, url=migrated_pg_url)
     try:
-        _kept_since(env)
+        run_id = _approved(env)
+        looked, first_done = threading.Event(), threading.Event()
+        real_take = env.gate.in_flight.take
+
+        def take(action_id: str) -> bool:
+            if threading.current_thread().name == "second":
+                looked.set()
+                assert first_done.wait(10), "the first call kept its result meanwhile"
+            return real_take(action_id)
+
+        env.gate.in_flight.take = take  # type: ignore[method-assign]
+        effects, outcomes = _twice(
+            env, run_id, wait_inside=looked, done=lambda me: me == "first" and first_done.set()
+        )
+        assert effects == ["first"] and outcomes == {"first": "sent", "second": "sent"}
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
-
-
-def _kept_since(env) -> None:  # type: ignore[no-untyped-def]
-    import threading
-
-    run_id, _action = paused_run(env)
-    with env.db.transaction() as s:
-        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-    resuming(env, run_id)
-    inside, looked, first_done = threading.Event(), threading.Event(), threading.Event()
-    effects: list[str] = []
-    outcomes: dict[str, str] = {}
-    real_take = env.gate.in_flight.take
-
-    def take(action_id: str) -> bool:
-        if threading.current_thread().name == "second":
-            looked.set()
-            assert first_done.wait(10), "the first call kept its result meanwhile"
-        return real_take(action_id)
-
-    env.gate.in_flight.take = take  # type: ignore[method-assign]
-
-    def effect() -> str:
-        effects.append(threading.current_thread().name)
-        inside.set()
-        assert looked.wait(10), "the second call looked meanwhile"
-        return "sent"
-
-    def call() -> None:
-        me = threading.current_thread().name
-        try:
-            outcomes[me] = env.gate.run(
-                config(run_id),
-                tool_name="send_external_message",
-                args=SEND_ARGS,
-                effect=effect,
-                tool_call_id="c1",
-            )
-        finally:
-            if me == "first":
-                first_done.set()
-
-    first = threading.Thread(target=call, name="first")
-    first.start()
-    assert inside.wait(10)
-    second = threading.Thread(target=call, name="second")
-    second.start()
-    first.join(10)
-    second.join(10)
-    assert effects == ["first"] and outcomes == {"first": "sent", "second": "sent"}

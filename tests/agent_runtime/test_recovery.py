@@ -207,6 +207,14 @@ def test_a_stalled_run_that_cannot_be_advanced_does_not_stop_the_others(env, clo
         assert left.updated_at == clock.now
 
 
+def _end(env: Env, run_id: str) -> tuple[str, str | None, bool]:
+    """A run's status, result text, and whether its result counts as posted."""
+    with env.db.transaction() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        return run.status, run.result_text, run.result_posted
+
+
 def _requested_runs(env: Env) -> list[str]:
     return [a.run.id for a in env.notes.requested]
 
@@ -337,14 +345,7 @@ def test_a_run_stored_before_its_thread_was_posted_ends_once_no_start_holds_it(
             assert _run_status(env, run.id) == "running"
         # As far as the store can tell, the process died here: the lock is free, no thread.
         assert other.reconcile().advanced == 1
-        with env.db.transaction() as s:
-            ended = s.get(Run, run.id)
-            assert ended is not None
-            assert (ended.status, ended.result_text, ended.result_posted) == (
-                "failed",
-                NEVER_STARTED,
-                True,
-            )
+        assert _end(env, run.id) == ("failed", NEVER_STARTED, True)
         assert env.notes.finished == [] and not env.runtime.has_checkpoint(run.id)
         assert other.reconcile().advanced == 0, "ended once"
     finally:
@@ -382,14 +383,7 @@ def test_a_start_whose_thread_could_not_be_posted_ends_its_run_at_once(env, cloc
     starting = env.engine.starting_run(actor=REQUESTER, channel_id="C1", text=SEND)
     with pytest.raises(RuntimeError, match="not_in_channel"), starting as run:
         raise RuntimeError("not_in_channel")
-    with env.db.transaction() as s:
-        ended = s.get(Run, run.id)
-        assert ended is not None
-        assert (ended.status, ended.result_text, ended.result_posted) == (
-            "failed",
-            START_FAILED,
-            True,
-        ), "its requester is told by the caller: nothing to post"
+    assert _end(env, run.id) == ("failed", START_FAILED, True), "nothing to post: told"
     clock.now = utcnow() + env.engine.claims.lease + dt.timedelta(seconds=1)
     assert env.engine.reconcile().results == 0 and env.notes.finished == []
     with env.db.transaction() as s:
@@ -458,9 +452,7 @@ def test_a_stalled_run_without_a_thread_ends_with_nothing_posted(env, clock, mon
     run_id = _stalled(env, thread=None)
     _failing(monkeypatch, env, ValueError("the checkpoint cannot be loaded"))
     _rounds(env, clock, minutes=62, start=utcnow())
-    with env.db.transaction() as s:
-        ended = s.get(Run, run_id)
-        assert ended is not None and (ended.status, ended.result_posted) == ("failed", True)
+    assert _end(env, run_id) == ("failed", gave_up_text(), True)
     assert env.notes.finished == []
 
 
