@@ -18,6 +18,15 @@ def env(tmp_path):  # type: ignore[no-untyped-def]
     return make_env(tmp_path)
 
 
+def _approved(env) -> str:  # type: ignore[no-untyped-def]
+    """A run whose one action is approved and whose request is being resumed."""
+    run_id, _action = paused_run(env)
+    with env.db.transaction() as s:
+        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
+    resuming(env, run_id)
+    return run_id
+
+
 def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, migrated_pg_url):
     """Two processes' calls spend the same approval at the same moment: one effect, one
     refusal, on the production store."""
@@ -26,10 +35,7 @@ def test_replicas_racing_for_one_approval_on_postgresql_run_it_once(tmp_path, mi
 
     env = make_env(tmp_path, url=migrated_pg_url)
     try:
-        run_id, _action = paused_run(env)
-        with env.db.transaction() as s:
-            s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-        resuming(env, run_id)
+        run_id = _approved(env)
         start = threading.Barrier(8)
         effects: list[str] = []
 
@@ -195,10 +201,7 @@ def test_a_cancel_or_a_pause_committed_while_the_gate_waits_for_it_refuses_the_c
 
     env = make_env(tmp_path, url=migrated_pg_url)
     try:
-        run_id, _action = paused_run(env)
-        with env.db.transaction() as s:
-            s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-        resuming(env, run_id)
+        run_id = _approved(env)
         effects: list[str] = []
         outcome: list[str] = []
 
@@ -234,14 +237,6 @@ def test_a_cancel_or_a_pause_committed_while_the_gate_waits_for_it_refuses_the_c
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
-
-
-def _approved(env) -> str:  # type: ignore[no-untyped-def]
-    run_id, _action = paused_run(env)
-    with env.db.transaction() as s:
-        s.scalars(select(ApprovalRequest)).one().actions[0].outcome = "approved"
-    resuming(env, run_id)
-    return run_id
 
 
 def _twice(env, run_id: str, *, wait_inside, done) -> tuple[list[str], dict[str, str]]:  # type: ignore[no-untyped-def]
