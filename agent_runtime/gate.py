@@ -195,9 +195,10 @@ class EffectGate:
         current = [a for a in matching if a.request.policy_version == self.policy.version]
         drifted = [d for d in map(self._drift, current) if d is not None]
         spent, duplicate = self._spend(s, call, current)
-        if spent is not None:
+        if spent is not None and spent.stored_result is None:
             self.in_flight.take(spent.action_id)  # not committed yet: nobody else holds it
             held.append(spent.action_id)
+        if spent is not None:
             return _Found(grant=spent)
         if cancelled:
             reason = "its run was cancelled"

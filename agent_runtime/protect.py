@@ -8,16 +8,18 @@ to act unless people approved exactly this call, however the agent that called i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool, Tool
 from pydantic import ConfigDict
 
 from agent_runtime.gate import EffectGate, GateRefused, Grant
 from agent_runtime.schemas import ToolSchema
+
+T = TypeVar("T")
 
 
 class GatedTool(BaseTool):
@@ -48,9 +50,17 @@ class GatedTool(BaseTool):
         return output
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """A tool with no coroutine of its own runs in a thread as a whole, the gate's
+        bookkeeping with it: a cancel of the caller then neither stops the effect nor lets
+        go of it while it runs. A coroutine's effect stops with a cancel: it is left cut
+        short, for a replay."""
+        if not _runs_async(self.inner):
+            return await asyncio.to_thread(self.invoke, input, config, **kwargs)
         args, call_id = _call_parts(input)
         try:
-            grant = await asyncio.to_thread(self._authorize, config, args, call_id)
+            grant = await _settled(
+                asyncio.to_thread(self._authorize, config, args, call_id), left=self._abandoned
+            )
         except GateRefused as exc:
             return self._refused(exc, call_id)
         if grant is not None and grant.stored_result is not None:
@@ -58,12 +68,12 @@ class GatedTool(BaseTool):
         try:
             output = await self.inner.ainvoke(input, config, **kwargs)
         except Exception as exc:
-            await asyncio.to_thread(self._failed, grant, exc)
+            await _settled(asyncio.to_thread(self._failed, grant, exc))
             raise
         except BaseException:  # cancelled, say: no thread hop, which would wait
             self._abandoned(grant)
             raise
-        await asyncio.to_thread(self._finish, grant, output)
+        await _settled(asyncio.to_thread(self._finish, grant, output))
         return output
 
     def _authorize(
@@ -90,7 +100,8 @@ class GatedTool(BaseTool):
             self.gate.finish(grant, f"Failed: {type(exc).__name__}: {exc}")
 
     def _abandoned(self, grant: Grant | None) -> None:
-        if grant is not None:
+        """Left with no result: cut short, for a replay (a kept result held nothing)."""
+        if grant is not None and grant.stored_result is None:
             self.gate.abandon(grant)
 
     def _message(self, content: str, call_id: str | None) -> Any:
@@ -120,6 +131,32 @@ def gate_tool(gate: EffectGate, tool: BaseTool) -> BaseTool:
 
 def gate_tools(gate: EffectGate, tools: Iterable[BaseTool]) -> list[BaseTool]:
     return [gate_tool(gate, tool) for tool in tools]
+
+
+def _runs_async(tool: BaseTool) -> bool:
+    """Whether the tool has a coroutine of its own (else LangChain runs it in a thread)."""
+    if getattr(tool, "coroutine", None) is not None:
+        return True
+    if isinstance(tool, (StructuredTool, Tool)):
+        return False
+    return type(tool)._arun is not BaseTool._arun
+
+
+async def _settled(step: Coroutine[Any, Any, T], *, left: Callable[[T], None] | None = None) -> T:
+    """Await ``step`` (a thread hop of the gate's bookkeeping). A cancel of the caller does
+    not stop it: a result it keeps is kept, and what it returns is handed to ``left``."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if left is not None:
+            task.add_done_callback(lambda done: _hand(done, left))
+        raise
+
+
+def _hand(done: asyncio.Future[T], left: Callable[[T], None]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        left(done.result())
 
 
 def _call_parts(input: Any) -> tuple[Mapping[str, Any], str | None]:

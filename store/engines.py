@@ -62,6 +62,9 @@ def create_db_engine(
         max_overflow=pool_size,
         connect_args=connect_args,
         hide_parameters=True,
+        # Every check that reads again after a wait or a lost race counts on each statement
+        # seeing what committed before it, whatever the database's or role's default.
+        isolation_level="READ COMMITTED",
     )
     _ping_when_idle(engine)
     return engine

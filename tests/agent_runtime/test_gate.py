@@ -392,6 +392,43 @@ def test_a_wrapped_tool_interrupted_inside_its_effect_is_left_cut_short_for_a_re
     assert isinstance(again, ToolMessage) and again.content == "sent" and len(attempts) == 2
 
 
+def test_a_cancelled_async_call_of_a_tool_run_in_a_thread_keeps_its_result_and_runs_once(env):
+    """On an async agent (LangGraph Server's) a tool with no coroutine of its own runs in a
+    thread, which a cancel of its caller does not stop. Its effect goes on, and the gate
+    keeps its result: a replay of the call gets it and does not run the effect again."""
+    import asyncio
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    attempts: list[int] = []
+
+    def send(recipient: str, text: str) -> str:
+        attempts.append(1)
+        started.set()
+        assert release.wait(10), "let go once its caller was cancelled"
+        return "sent"
+
+    guarded = gate_tool(
+        env.gate,
+        StructuredTool.from_function(send, name="send_external_message", description="Send."),
+    )
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+
+    async def cancel_midway() -> None:
+        task = asyncio.ensure_future(guarded.ainvoke(call, config(run_id)))
+        assert await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+
+    asyncio.run(cancel_midway())  # returns once its threads are done
+    again = guarded.invoke(call, config(run_id))
+    assert isinstance(again, ToolMessage) and again.content == "sent" and len(attempts) == 1
+
+
 def test_a_refusal_quoting_a_redacted_argument_keeps_it_out_of_the_audit_and_logs(
     env, monkeypatch, caplog
 ):
