@@ -13,35 +13,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from langchain_core.tools import ToolException
 from sqlalchemy.orm import Session
 
 from agent_runtime.call_identity import call_id_of, thread_of
 from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
+from agent_runtime.gate_refusals import BLOCKED_EVENT, GateRefused, refuse, refuse_duplicate
 from agent_runtime.in_flight import InFlight
 from agent_runtime.kill_switch import paused_reason
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
 from agent_runtime.recording import version_drift
 from agent_runtime.schemas import InvalidArguments, ToolSchema
-from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import action_hash
 from store.call_looks import CallLooks, GatedAction, Spend
 from store.db import Database
 from store.executions import ExecutionRepository
-from store.repositories import AuditRepository, RunRepository
 from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
-BLOCKED_EVENT = "ungated_call_blocked"
-
-
-class GateRefused(ToolException):
-    """A gated call without a matching approval: nothing ran for it (a duplicate of a call
-    still running is refused too, without denying that call's effect). The agent reads this
-    text."""
+__all__ = ["BLOCKED_EVENT", "EffectGate", "GateRefused", "Grant"]
+"""``GateRefused`` and ``BLOCKED_EVENT`` live in ``gate_refusals``; tools import them here."""
 
 
 @dataclass(frozen=True)
@@ -276,49 +269,11 @@ class EffectGate:
     def _refuse(
         self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
     ) -> NoReturn:
-        """Audit, tell the run's thread, and make the agent read why nothing ran."""
-        view = self._audit_refusal(run_id, tool_name, args, reason)
-        if view is not None:
-            try:
-                self.notifier.call_blocked(view, tool_name=tool_name, reason=reason)
-            except Exception:
-                logger.exception("could not tell the thread of %s about a blocked call", run_id)
-        raise GateRefused(
-            f"Refused: {tool_name} did not run because {reason}. Gated actions run only after "
-            "people approve exactly that call in Slack; do not try to get around the review."
-        )
+        call = (run_id, tool_name, args)
+        refuse(self.db, notifier=self.notifier, policy=self.policy, call=call, reason=reason)
 
     def _refuse_duplicate(self, run_id: str, tool_name: str, args: dict[str, Any]) -> NoReturn:
-        """This very call runs already (started twice at once): audited, but nothing was
-        blocked that people need to hear of, and the agent is not told the effect did not
-        happen (the first run may be doing it now)."""
-        reason = "this very call is already running (it was started twice at once)"
-        self._audit_refusal(run_id, tool_name, args, reason)
-        raise GateRefused(
-            f"Not run again: this very {tool_name} call is already running (it was started "
-            "twice at once); its own run reports what it did."
-        )
-
-    def _audit_refusal(
-        self, run_id: str | None, tool_name: str, args: dict[str, Any], reason: str
-    ) -> RunView | None:
-        """The audit and the log keep the reason without the values the policy redacts (a
-        constraint's refusal quotes the value it refused); the run, to tell its thread."""
-        digest = action_hash(tool_name, args, self.policy.version)
-        kept = self.policy.rule_for(tool_name).redacted_text(reason, args)
-        with self.db.transaction() as s:
-            run = RunRepository(s).get(run_id) if run_id else None
-            AuditRepository(s).record(
-                BLOCKED_EVENT,
-                outcome="refused",
-                run_id=run.id if run else None,
-                team_id=run.team_id if run else None,
-                reason=kept,
-                detail={"tool": tool_name, "action_hash": digest, "thread_id": run_id},
-            )
-            view = run_view(run) if run is not None else None
-        logger.warning("blocked %s in %s: %s", tool_name, run_id, kept)
-        return view
+        refuse_duplicate(self.db, policy=self.policy, call=(run_id, tool_name, args))
 
 
 @dataclass(frozen=True)
