@@ -100,7 +100,9 @@ class Announcer:
 
     def _keep(self, drawn: ApprovalView, *, ref: MessageRef) -> None:
         """Store the reference; if the request moved on while the card was being posted (a
-        decision from a modal, an expiry), draw the card again as it is now."""
+        click on it, a decision from a modal, an expiry), draw the card again as it is now,
+        on a thread of its own: the caller holds the run's lock, which the resume of that
+        decision waits for, and a slow Slack call must not hold it."""
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             request = repo.get(drawn.id, for_update=True)
@@ -118,7 +120,10 @@ class Announcer:
             if moved:
                 now = approval_view(request)  # with the reference as stored now
         if moved:
-            self.show_card(now)
+            name = f"card-{now.id}"
+            threading.Thread(
+                target=self._show_card_logged, args=(now,), name=name, daemon=True
+            ).start()
 
     def show_card(self, view: ApprovalView) -> None:
         """Re-render the card; remember what it shows so a stale card can be repaired later.

@@ -122,9 +122,20 @@ def test_a_card_whose_request_moved_on_while_it_was_posted_is_left_to_the_repair
 
     notifier.on_post, notifier.before_update = decide_meanwhile, crash_here
     announcer.post_card(seeded.request_id)
+    _redrawn(seeded.request_id)  # on a thread of its own: the caller holds the run's lock
     assert listed_at_redraw == [[seeded.request_id]], "a crash before the redraw: unrepaired"
     assert [len(view.actions[0].decisions) for view in notifier.drawn] == [1]
     assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
+
+
+def _redrawn(request_id: str) -> None:
+    """Wait for the redraw a card's post left to a thread of its own."""
+    import threading
+
+    (redraw,) = [t for t in threading.enumerate() if t.name == f"card-{request_id}"] or [None]
+    if redraw is not None:
+        redraw.join(10)
+        assert not redraw.is_alive()
 
 
 def test_a_card_left_out_of_date_is_redrawn(tmp_path):

@@ -162,6 +162,29 @@ def test_a_slow_card_update_holds_up_no_resume(serve_bot, sqlite_url):
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
 
 
+def test_a_slow_redraw_by_the_start_of_a_card_clicked_before_it_was_kept_holds_up_no_resume(
+    serve_bot, sqlite_url
+):
+    """A reviewer clicked the card before the bot heard back from its post: the start then
+    finds the request moved on and draws the card again. That update, slow, must not hold up
+    the resume (the start holds the run's lock until it is done with the card)."""
+    h = serve_bot(sqlite_url, resuming_card_after_seconds=60)  # the decision draws once
+    post = h.sandbox.misbehave("chat.postMessage", match=card_post, hold=True)
+    root = ask(h)
+    card = card_of(h, root)  # in Slack; the bot has not heard back
+    assert post.reached.wait(WAIT)
+    slow = h.sandbox.misbehave("chat.update", match=resuming_update_of(card), hold=True)
+    try:
+        approve(h, card)
+        post.release.set()
+        assert slow.reached.wait(WAIT), "the start draws the card again"
+        h.state.wait_for(lambda: results_in(h.state, root), timeout=WHILE_HELD)
+    finally:
+        slow.release.set()
+    h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
+    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
 def test_a_card_update_slack_applies_last_is_drawn_again(serve_bot, sqlite_url):
     """Slack applies the "resuming" update after the final one: the card is drawn again, and
     ends showing the decision, without buttons."""
