@@ -120,10 +120,14 @@ class Announcer:
             if moved:
                 now = approval_view(request)  # with the reference as stored now
         if moved:
-            name = f"card-{now.id}"
-            threading.Thread(
-                target=self._show_card_logged, args=(now,), name=name, daemon=True
-            ).start()
+            redraw = threading.Thread(
+                target=self._show_card_logged, args=(now,), name=f"card-redraw-{now.id}"
+            )
+            redraw.daemon = True
+            try:
+                redraw.start()
+            except RuntimeError:  # no thread to be had: stored as unknown, the repair draws it
+                logger.exception("could not draw the card of %s again; repaired later", now.id)
 
     def show_card(self, view: ApprovalView) -> None:
         """Re-render the card; remember what it shows so a stale card can be repaired later.

@@ -129,11 +129,9 @@ def test_a_card_whose_request_moved_on_while_it_was_posted_is_left_to_the_repair
 
 
 def _redrawn(request_id: str) -> None:
-    """Wait for the redraw a card's post left to a thread of its own."""
-    import threading
-
-    (redraw,) = [t for t in threading.enumerate() if t.name == f"card-{request_id}"] or [None]
-    if redraw is not None:
+    """Wait for the redraw a card's post left to a thread of its own (started before the
+    post returned: alive, or done)."""
+    for redraw in [t for t in threading.enumerate() if t.name == f"card-redraw-{request_id}"]:
         redraw.join(10)
         assert not redraw.is_alive()
 

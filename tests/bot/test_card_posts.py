@@ -4,14 +4,18 @@ Slack call holds up no other approval (none is made inside a database transactio
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from bot.blocks.approval_card import HEADERS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.state import Message
+from store.models import ApprovalRequest
+from store.statuses import RequestStatus
 from tests.bot.flows import (
     DELETE,
     FINAL_HEADER,
@@ -176,6 +180,7 @@ def test_a_slow_redraw_by_the_start_of_a_card_clicked_before_it_was_kept_holds_u
     slow = h.sandbox.misbehave("chat.update", match=resuming_update_of(card), hold=True)
     try:
         approve(h, card)
+        _claimed(h)  # the decision is recorded: the post's answer comes after it
         post.release.set()
         assert slow.reached.wait(WAIT), "the start draws the card again"
         h.state.wait_for(lambda: results_in(h.state, root), timeout=WHILE_HELD)
@@ -183,6 +188,18 @@ def test_a_slow_redraw_by_the_start_of_a_card_clicked_before_it_was_kept_holds_u
         slow.release.set()
     h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
     assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+
+
+def _claimed(h: Harness) -> None:
+    """Until the click's decision claimed its request (its resume then waits for the run)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        with h.bot.db.transaction() as s:
+            statuses = list(s.scalars(select(ApprovalRequest.status)))
+        if statuses == [RequestStatus.RESUMING]:
+            return
+        assert time.monotonic() < deadline, statuses
+        time.sleep(0.01)  # polling the store, which has no event to wait on
 
 
 def test_a_card_update_slack_applies_last_is_drawn_again(serve_bot, sqlite_url):
