@@ -343,6 +343,19 @@ def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_p
     assert blocked(env) == []
 
 
+def _approved_send(env, send):  # type: ignore[no-untyped-def]
+    """``send`` wrapped by the gate, as an agent is built (before any review: its schema joins
+    the catalog); a run whose one call of it is approved and being resumed; that call."""
+    guarded = gate_tool(
+        env.gate,
+        StructuredTool.from_function(send, name="send_external_message", description="Send."),
+    )
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    return guarded, run_id, call
+
+
 def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
     attempts: list[int] = []
 
@@ -350,13 +363,7 @@ def test_a_wrapped_tool_that_fails_does_not_run_again_on_the_same_approval(env):
         attempts.append(1)
         raise ConnectionError("mail server down")
 
-    guarded = gate_tool(
-        env.gate,
-        StructuredTool.from_function(send, name="send_external_message", description="Send."),
-    )  # wrapped as the agent is built, before any review (its schema joins the catalog)
-    run_id, _action = paused_run(env)
-    approved_and_resuming(env, run_id)
-    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    guarded, run_id, call = _approved_send(env, send)
     with pytest.raises(ConnectionError):
         guarded.invoke(call, config(run_id))
     again = guarded.invoke(call, config(run_id))  # e.g. a RetryPolicy on the tools node
@@ -379,13 +386,7 @@ def test_a_wrapped_tool_interrupted_inside_its_effect_is_left_cut_short_for_a_re
             raise Interrupted
         return "sent"
 
-    guarded = gate_tool(
-        env.gate,
-        StructuredTool.from_function(send, name="send_external_message", description="Send."),
-    )
-    run_id, _action = paused_run(env)
-    approved_and_resuming(env, run_id)
-    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    guarded, run_id, call = _approved_send(env, send)
     with pytest.raises(Interrupted):
         guarded.invoke(call, config(run_id))
     again = guarded.invoke(call, config(run_id))
@@ -408,13 +409,7 @@ def test_a_cancelled_async_call_of_a_tool_run_in_a_thread_keeps_its_result_and_r
         assert release.wait(10), "let go once its caller was cancelled"
         return "sent"
 
-    guarded = gate_tool(
-        env.gate,
-        StructuredTool.from_function(send, name="send_external_message", description="Send."),
-    )
-    run_id, _action = paused_run(env)
-    approved_and_resuming(env, run_id)
-    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    guarded, run_id, call = _approved_send(env, send)
 
     async def cancel_midway() -> None:
         task = asyncio.ensure_future(guarded.ainvoke(call, config(run_id)))

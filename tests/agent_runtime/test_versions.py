@@ -17,6 +17,23 @@ def env(tmp_path):  # type: ignore[no-untyped-def]
     return make_env(tmp_path)
 
 
+def refused_unrun(env, run_id: str, *, match: str, tool_call_id: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """The gate refuses the run's send (``match``: why), and its effect does not run."""
+    from agent_runtime.gate import GateRefused
+    from tests.agent_runtime.test_gate import SEND_ARGS, config
+
+    ran: list[str] = []
+    with pytest.raises(GateRefused, match=match):
+        env.gate.run(
+            config(run_id),
+            tool_name="send_external_message",
+            args=SEND_ARGS,
+            effect=lambda: ran.append("x") or "sent",
+            tool_call_id=tool_call_id,
+        )
+    assert ran == []
+
+
 def invalidated_because(env) -> str:  # type: ignore[no-untyped-def]
     with env.db.transaction() as s:
         request = s.scalars(select(ApprovalRequest)).one()
@@ -74,8 +91,7 @@ def test_the_gate_refuses_an_approval_given_against_another_version_of_the_tool(
     """The point of effect checks the binding too: a resume taken over after a crash by a
     process with the redeployed tool, or a LangGraph server redeployed while the bot still
     builds the old package, must not spend an approval given against the old version."""
-    from agent_runtime.gate import GateRefused
-    from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+    from tests.agent_runtime.test_gate import approved_and_resuming
 
     run_id, _action_id = paused_run(env)
     approved_and_resuming(env, run_id)
@@ -83,15 +99,7 @@ def test_the_gate_refuses_an_approval_given_against_another_version_of_the_tool(
     monkeypatch.setattr(
         env.gate.catalog, "versions", lambda _name: ToolVersions("2.0", reviewed.schema)
     )
-    ran: list[str] = []
-    with pytest.raises(GateRefused, match="version"):
-        env.gate.run(
-            config(run_id),
-            tool_name="send_external_message",
-            args=SEND_ARGS,
-            effect=lambda: ran.append("x") or "sent",
-        )
-    assert ran == []
+    refused_unrun(env, run_id, match="version")
 
 
 def test_the_gate_refuses_an_approval_given_for_another_environment(env, monkeypatch):
@@ -112,8 +120,7 @@ def test_the_gate_refuses_an_approval_whose_request_holds_another_tool_redeploye
 ):
     """Reviewers approved the request's actions together: another tool of the same request
     redeployed since is drift for every one of them at the point of effect, as at the resume."""
-    from agent_runtime.gate import GateRefused
-    from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
+    from tests.agent_runtime.test_gate import approved_and_resuming
 
     run_id, action_id = paused_run(env)
     with env.db.transaction() as s:
@@ -141,22 +148,13 @@ def test_the_gate_refuses_an_approval_whose_request_holds_another_tool_redeploye
         return ToolVersions("2.0", now.schema) if name == "publish_post" else now
 
     monkeypatch.setattr(env.gate.catalog, "versions", versions)
-    ran: list[str] = []
-    with pytest.raises(GateRefused, match=r"publish_post changed from version 1\.0 to 2\.0"):
-        env.gate.run(
-            config(run_id),
-            tool_name="send_external_message",
-            args=SEND_ARGS,
-            effect=lambda: ran.append("x") or "sent",
-        )
-    assert ran == []
+    refused_unrun(env, run_id, match=r"publish_post changed from version 1\.0 to 2\.0")
 
 
 def test_a_call_cut_short_whose_tool_changed_since_is_refused_for_that_and_told(env, monkeypatch):
     """The call spent its approval and its process died inside the effect; the tool was then
     redeployed. The call run again is refused because the approval no longer holds, and its
     thread hears that (not that the call is already running, which no one would hear)."""
-    from agent_runtime.gate import GateRefused
     from tests.agent_runtime.test_gate import SEND_ARGS, approved_and_resuming, config
 
     run_id, action_id = paused_run(env)
@@ -173,16 +171,7 @@ def test_a_call_cut_short_whose_tool_changed_since_is_refused_for_that_and_told(
     monkeypatch.setattr(
         env.gate.catalog, "versions", lambda _name: ToolVersions("2.0", reviewed.schema)
     )
-    ran: list[str] = []
-    with pytest.raises(GateRefused, match="its approval no longer holds"):
-        env.gate.run(
-            config(run_id),
-            tool_name="send_external_message",
-            args=SEND_ARGS,
-            effect=lambda: ran.append("x") or "sent",
-            tool_call_id=call_id,
-        )
-    assert ran == []
+    refused_unrun(env, run_id, match="its approval no longer holds", tool_call_id=call_id)
     assert [reason for _run, _tool, reason in env.notes.blocked] == [
         f"its approval no longer holds: send_external_message changed from version "
         f"{reviewed.tool or 'unset'} to 2.0 since it was reviewed"
