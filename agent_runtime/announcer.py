@@ -21,16 +21,15 @@ from agent_runtime.digests import DigestPoster
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
 from agent_runtime.reach import ReviewerReach
-from agent_runtime.views import ApprovalView, Reviewers, RunView, approval_view, run_view
+from agent_runtime.run_results import RunResults
+from agent_runtime.views import ApprovalView, Reviewers, RunView, approval_view
 from store.db import Database
 from store.locks import ThreadLocks
 from store.maintenance import MaintenanceQueries
-from store.models import utcnow
 from store.repositories import (
     ApprovalRepository,
     AuditRepository,
     CardRepository,
-    RunRepository,
 )
 from store.statuses import RequestStatus
 
@@ -55,6 +54,7 @@ class Announcer:
         self.reach = reach
         self.digests = digests
         self.cards = CardUpdates(db=db, notifier=notifier)
+        self.results = RunResults(db=db, notifier=notifier)
 
     # Cards --------------------------------------------------------------------------------
 
@@ -277,36 +277,12 @@ class Announcer:
     # Results and notices --------------------------------------------------------------------
 
     def run_finished(self, run: RunView) -> bool:
-        """Tell the thread, then remember it was told (a crash in between tells it twice);
-        whether it was told."""
-        fault_point("before_result")
-        try:
-            self.notifier.run_finished(run)
-        except Exception:
-            logger.exception("could not post the result of %s; it is retried later", run.id)
-            return False
-        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-            RunRepository(s).mark_result_posted(run.id)
-        return True
+        """Tell the run's thread its result (``RunResults.tell``); whether it is settled."""
+        return self.results.tell(run)
 
     def post_missing_results(self, *, settled_before: dt.datetime) -> int:
         """Results of finished runs that never reached the thread; one replica posts each."""
-        with self.db.transaction() as s:
-            candidates = MaintenanceQueries(s).results_not_posted(settled_before=settled_before)
-        posted = 0
-        for run_id in candidates:
-            with self.db.transaction() as s:
-                won = RunRepository(s).mark_result_posted(run_id)
-                run = RunRepository(s).get(run_id) if won else None
-                view = run_view(run) if run is not None else None
-            if view is None:
-                continue
-            if self.run_finished(view):
-                posted += 1
-            else:  # the mark won this retry; given back, the next reconcile tries again
-                with self.db.single() as s:
-                    RunRepository(s).forget_result_posted(run_id, at=utcnow())
-        return posted
+        return self.results.post_missing(settled_before=settled_before)
 
     def expired(self, view: ApprovalView) -> None:
         """A notice, not retried: the card itself shows the expiry once it is redrawn."""

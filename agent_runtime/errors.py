@@ -29,3 +29,13 @@ class NotPermitted(ApprovalError):
 
 class MembershipUnconfirmed(ApprovalError):
     """Who is in a user group could not be confirmed right now: authorization fails closed."""
+
+
+class Undeliverable(Exception):
+    """A message the chat refused for good where it was meant to go (the channel archived or
+    gone, the bot not in it): trying again later changes nothing. ``reason``: the chat's word
+    for it, e.g. ``is_archived``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the message cannot be posted there: {reason}")
+        self.reason = reason

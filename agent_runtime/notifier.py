@@ -32,7 +32,12 @@ class Notifier(Protocol):
         fail (an error or a timeout after the chat took it); None if there is no such card."""
 
     def run_finished(self, run: RunView) -> None:
-        """The run completed or failed: tell its thread."""
+        """The run completed or failed: tell its thread. ``Undeliverable``: the thread will
+        never take it (any other error may pass: it is tried again later)."""
+
+    def run_finished_directly(self, run: RunView, *, reason: str) -> None:
+        """Tell the requester, in a direct message, the result its thread refused for good
+        (``reason``: the chat's word for why)."""
 
     def approval_expired(self, approval: ApprovalView) -> None:
         """Tell the run's thread that nobody decided in time and the actions were rejected."""
@@ -76,6 +81,9 @@ class NullNotifier:
         return None
 
     def run_finished(self, run: RunView) -> None:
+        return None
+
+    def run_finished_directly(self, run: RunView, *, reason: str) -> None:
         return None
 
     def approval_expired(self, approval: ApprovalView) -> None:

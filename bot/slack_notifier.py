@@ -8,13 +8,20 @@ import logging
 from typing import Any, TypedDict
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
+from agent_runtime.errors import Undeliverable
 from agent_runtime.notifier import MessageRef
 from agent_runtime.reach import Reach
 from agent_runtime.views import ApprovalView, DigestView, Reviewers, RunView
 from bot.blocks.approval_card import approval_card
 from bot.blocks.digest import digest_message
-from bot.blocks.messages import call_blocked_message, run_result_message, run_root_message
+from bot.blocks.messages import (
+    call_blocked_message,
+    run_result_elsewhere_message,
+    run_result_message,
+    run_root_message,
+)
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 from bot.blocks.switch import switch_message
 from bot.escalation import EscalationPoster
@@ -31,6 +38,14 @@ class Unfurl(TypedDict):
 
 
 NO_UNFURL = Unfurl(unfurl_links=False, unfurl_media=False)
+REFUSED_FOR_GOOD = frozenset(
+    {"channel_not_found", "is_archived", "not_in_channel", "team_access_not_granted"}
+)
+"""Slack's answers to a post that no retry changes: the channel is gone, archived, or the bot is
+not in it (an invitation later does not bring back what was refused meanwhile)."""
+RESTRICTED = "restricted_action"
+"""The prefix of Slack's answers to a post the channel's settings forbid (read-only, threads
+locked or not allowed): refused for good too."""
 
 
 class SlackNotifier:
@@ -159,10 +174,26 @@ class SlackNotifier:
         )
 
     def run_finished(self, run: RunView) -> None:
-        self._client(run.team_id).chat_postMessage(
-            channel=run.channel_id, thread_ts=run.thread_ts, **run_result_message(run), **NO_UNFURL
-        )
+        """``Undeliverable`` when Slack refuses the thread for good (``REFUSED_FOR_GOOD``)."""
+        try:
+            self._client(run.team_id).chat_postMessage(
+                channel=run.channel_id,
+                thread_ts=run.thread_ts,
+                **run_result_message(run),
+                **NO_UNFURL,
+            )
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", ""))
+            if error in REFUSED_FOR_GOOD or error.startswith(RESTRICTED):
+                raise Undeliverable(error) from exc
+            raise
         self._redraw_root(run)
+
+    def run_finished_directly(self, run: RunView, *, reason: str) -> None:
+        client = self._client(run.team_id)
+        opened = client.conversations_open(users=run.requester_id)
+        message = run_result_elsewhere_message(run, reason=reason)
+        client.chat_postMessage(channel=opened["channel"]["id"], **message, **NO_UNFURL)
 
     def _redraw_root(self, run: RunView) -> None:
         """The run's first message loses its Cancel button once the run ended. Best effort:

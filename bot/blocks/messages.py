@@ -76,3 +76,29 @@ def run_cancelled_message(run: RunView) -> dict[str, Any]:
             {"type": "context", "elements": [{"type": "mrkdwn", "text": f"run {run.id}"}]},
         ],
     }
+
+
+REFUSED_WHY = {
+    "is_archived": "the channel is archived",
+    "not_in_channel": "I am not in the channel any more",
+    "channel_not_found": "I cannot find the channel any more",
+}
+
+
+def run_result_elsewhere_message(run: RunView, *, reason: str) -> dict[str, Any]:
+    """The requester's direct message with a result their run's thread refused for good:
+    the result as the thread would have shown it, and why it is here instead."""
+    result = run_result_message(run)
+    why = REFUSED_WHY.get(reason, "the channel does not let me post there")
+    note = (
+        f"I could not post this in the thread of your run in <#{run.channel_id}>: {why} "
+        f"(Slack said {verbatim(reason, 80)})."
+    )
+    return {
+        "text": result["text"],
+        "blocks": [*result["blocks"], {"type": "context", "elements": [_mrkdwn(note)]}],
+    }
+
+
+def _mrkdwn(text: str) -> dict[str, str]:
+    return {"type": "mrkdwn", "text": text}

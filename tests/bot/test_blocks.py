@@ -16,7 +16,11 @@ from slack_sdk.models.views import View
 
 from agent_runtime.views import ActionView, ApprovalView, DecisionView, RunView
 from bot.blocks.approval_card import approval_card
-from bot.blocks.messages import run_result_message, run_root_message
+from bot.blocks.messages import (
+    run_result_elsewhere_message,
+    run_result_message,
+    run_root_message,
+)
 from bot.blocks.modals import reject_modal
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -282,3 +286,27 @@ def test_an_argument_cannot_pose_as_the_confirmation_question():
     own = f"Approve send_external_message, version {'ab' * 6}, with 2 arguments?"
     assert text.startswith(own), text
     assert "3f9a0c1d2b4e" not in text and "version" not in text[len(own) :], text
+
+
+@pytest.mark.parametrize("reason", ["is_archived", "restricted_action_read_only_channel"])
+def test_a_result_sent_directly_says_where_it_could_not_go_and_matches_snapshot(reason):
+    finished = dataclasses.replace(RUN, status="completed", result_text="sent the note")
+    message = run_result_elsewhere_message(finished, reason=reason)
+    assert_valid_message(message)
+    path = SNAPSHOTS / f"result_elsewhere_{reason}.json"
+    rendered = json.dumps(message, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        path.write_text(rendered, encoding="utf-8")
+    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
+    assert rendered == path.read_text(encoding="utf-8")
+
+
+def test_a_result_sent_directly_quotes_the_refusal_inertly():
+    finished = dataclasses.replace(RUN, status="failed", result_text=HOSTILE)
+    message = run_result_elsewhere_message(finished, reason=HOSTILE)
+    assert_valid_message(message)
+    note = message["blocks"][-1]["elements"][0]["text"]
+    assert note.startswith("I could not post this in the thread of your run in <#C1>: ")
+    assert not LIVE.search(
+        note.removeprefix("I could not post this in the thread of your run in <#C1>")
+    )
