@@ -102,7 +102,9 @@ class Announcer:
         """Store the reference; if the request moved on while the card was being posted (a
         click on it, a decision from a modal, an expiry), draw the card again as it is now,
         on a thread of its own: the caller holds the run's lock, which the resume of that
-        decision waits for, and a slow Slack call must not hold it."""
+        decision waits for, and a slow Slack call must not hold it. Not while it is being
+        resumed: the resume draws its end from the row, and a redraw from here could reach
+        Slack after it (from another process, nothing orders the two)."""
         with self.db.transaction() as s:
             repo = ApprovalRepository(s)
             request = repo.get(drawn.id, for_update=True)
@@ -119,7 +121,7 @@ class Announcer:
             CardRepository(s).adopt_card(request, channel=ref.channel, ts=ref.ts, shows=shows)
             if moved:
                 now = approval_view(request)  # with the reference as stored now
-        if moved:
+        if moved and now.status != RequestStatus.RESUMING:
             redraw = threading.Thread(
                 target=self._show_card_logged, args=(now,), name=f"card-redraw-{now.id}"
             )

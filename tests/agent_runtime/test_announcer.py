@@ -128,6 +128,27 @@ def test_a_card_whose_request_moved_on_while_it_was_posted_is_left_to_the_repair
     assert card_of(db, seeded.request_id)[1] == RequestStatus.PENDING
 
 
+def test_a_card_whose_request_is_being_resumed_once_posted_is_left_to_the_resume(tmp_path):
+    """A click on the card while its post was being answered completed the request, whose
+    resume (in another process, maybe) draws the card's end from the row. Drawn again here,
+    the card could show "resuming" after that end while the store says it shows the end:
+    nothing is drawn, and the reference is stored for the resume's end to find."""
+    db, notifier, announcer = announcer_on(tmp_path)
+    seeded = seed_request(db)
+    notifier.failing = False
+
+    def completed_meanwhile() -> None:
+        with db.transaction() as s:
+            claims = ClaimRepository(s)
+            assert claims.claim(seeded.request_id, owner="elsewhere", lease=dt.timedelta(hours=1))
+
+    notifier.on_post = completed_meanwhile
+    announcer.post_card(seeded.request_id)
+    _redrawn(seeded.request_id)
+    assert notifier.drawn == [], "drawn while another process may be drawing its end"
+    assert card_of(db, seeded.request_id) == ("1.5", None), "its end finds it"
+
+
 def _redrawn(request_id: str) -> None:
     """Wait for the redraw a card's post left to a thread of its own (started before the
     post returned: alive, or done)."""

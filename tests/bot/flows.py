@@ -9,6 +9,7 @@ from tests.conftest import Harness
 
 SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
 DELETE = 'delete_project_file {"path": "notes/old.txt"}'
+PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
 
 
 def start_run(h: Harness, text: str, *, user: str = people.REQUESTER) -> tuple[Message, Message]:

@@ -17,6 +17,7 @@ from bot.sandbox.driver import Button, buttons
 from store.audit_models import AuditEvent
 from store.models import Decision
 from tests.bot.flows import (
+    PUBLISH,
     button,
     card_now,
     ephemeral_for,
@@ -38,7 +39,6 @@ tools:
     approvals_required: 2
   send_external_message: {decisions: [approve, reject], approvers: [security]}
 """
-PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
 INTERNAL = {"type": "static_select", "selected_option": {"value": '"internal"'}}
 
 

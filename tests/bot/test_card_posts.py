@@ -14,11 +14,11 @@ from bot.blocks.approval_card import HEADERS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from bot.sandbox.state import Message
-from store.models import ApprovalRequest
-from store.statuses import RequestStatus
+from store.models import Decision
 from tests.bot.flows import (
     DELETE,
     FINAL_HEADER,
+    PUBLISH,
     SEND,
     button,
     card_header,
@@ -169,36 +169,64 @@ def test_a_slow_card_update_holds_up_no_resume(serve_bot, sqlite_url):
 def test_a_slow_redraw_by_the_start_of_a_card_clicked_before_it_was_kept_holds_up_no_resume(
     serve_bot, sqlite_url
 ):
-    """A reviewer clicked the card before the bot heard back from its post: the start then
-    finds the request moved on and draws the card again. That update, slow, must not hold up
-    the resume (the start holds the run's lock until it is done with the card)."""
+    """The first of two sign-offs came before the bot heard back from the card's post: the
+    start then finds the request moved on and draws the card again. That update, slow, must
+    not hold up the second sign-off's resume (the start holds the run's lock until it is done
+    with the card)."""
     h = serve_bot(sqlite_url, resuming_card_after_seconds=60)  # the decision draws once
     post = h.sandbox.misbehave("chat.postMessage", match=card_post, hold=True)
-    root = ask(h)
+    root = ask(h, PUBLISH)
     card = card_of(h, root)  # in Slack; the bot has not heard back
     assert post.reached.wait(WAIT)
-    slow = h.sandbox.misbehave("chat.update", match=resuming_update_of(card), hold=True)
+    approve(h, card)
+    # The decision's own update of the card (the click told where it is) lands first.
+    h.state.wait_for(lambda: one_sign_off(card_now(h, card).blocks), timeout=WAIT)
+    slow = h.sandbox.misbehave(
+        "chat.update", match=lambda a: one_sign_off(a.get("blocks")), hold=True
+    )
     try:
-        approve(h, card)
-        _claimed(h)  # the decision is recorded: the post's answer comes after it
         post.release.set()
         assert slow.reached.wait(WAIT), "the start draws the card again"
+        approve(h, card, user=people.RELEASE_MANAGER_2)
         h.state.wait_for(lambda: results_in(h.state, root), timeout=WHILE_HELD)
     finally:
         slow.release.set()
     h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
-    assert [e["tool"] for e in h.workspace.effects()] == ["send_external_message"]
+    assert [e["tool"] for e in h.workspace.effects()] == ["publish_report"]
 
 
-def _claimed(h: Harness) -> None:
-    """Until the click's decision claimed its request (its resume then waits for the run)."""
+def test_a_card_clicked_into_its_resume_before_it_was_kept_is_drawn_by_that_resume(
+    serve_bot, sqlite_url
+):
+    """The click that completed the request came before the bot heard back from the card's
+    post: the start leaves the card to the resume, which draws its end."""
+    h = serve_bot(sqlite_url, resuming_card_after_seconds=60)
+    post = h.sandbox.misbehave("chat.postMessage", match=card_post, hold=True)
+    root = ask(h)
+    card = card_of(h, root)
+    assert post.reached.wait(WAIT)
+    approve(h, card)
+    _decided(h, count=1)
+    post.release.set()
+    h.state.wait_for(lambda: settled(h.state, root, card=card), timeout=WAIT)
+    assert h.bot.settle(timeout=WAIT)
+    assert h.bot.engine.reconcile().cards == 0, "the card is remembered as showing the end"
+
+
+def one_sign_off(blocks: object) -> bool:
+    """The card still waiting, with one sign-off of two on it."""
+    return "Sign-offs: 1 of 2" in str(blocks)
+
+
+def _decided(h: Harness, *, count: int) -> None:
+    """Until ``count`` decisions are recorded (a click's, acked before it is)."""
     deadline = time.monotonic() + WAIT
     while True:
         with h.bot.db.transaction() as s:
-            statuses = list(s.scalars(select(ApprovalRequest.status)))
-        if statuses == [RequestStatus.RESUMING]:
+            recorded = len(list(s.scalars(select(Decision.id))))
+        if recorded == count:
             return
-        assert time.monotonic() < deadline, statuses
+        assert time.monotonic() < deadline, recorded
         time.sleep(0.01)  # polling the store, which has no event to wait on
 
 

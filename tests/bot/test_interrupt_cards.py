@@ -12,6 +12,7 @@ from bot.errors import REFUSALS
 from bot.sandbox import people
 from bot.sandbox.driver import buttons
 from tests.bot.flows import (
+    PUBLISH,
     button,
     card_now,
     ephemeral_for,
@@ -21,7 +22,6 @@ from tests.bot.flows import (
 )
 
 SEND = 'send_external_message {"recipient": "partner@example.com", "text": "Release is out"}'
-PUBLISH = 'publish_report {"path": "reports/weekly.md", "channel": "public"}'
 DELETE = 'delete_project_file {"path": "notes/old.txt"}'
 ENV_CHANGE = 'replace_text_file {"path": "config/app.env", "content": "FEATURE_FLAG=on\\n"}'
 ASK = 'ask_user {"question": "Which version should I ship?"}'
