@@ -37,7 +37,8 @@ class Notifier(Protocol):
 
     def run_finished_directly(self, run: RunView, *, reason: str) -> None:
         """Tell the requester, in a direct message, the result its thread refused for good
-        (``reason``: the chat's word for why)."""
+        (``reason``: the chat's word for why). ``Undeliverable``: they can never be written
+        to (any other error may pass)."""
 
     def approval_expired(self, approval: ApprovalView) -> None:
         """Tell the run's thread that nobody decided in time and the actions were rejected."""

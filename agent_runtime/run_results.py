@@ -23,24 +23,28 @@ UNDELIVERABLE_EVENT = "result_undeliverable"
 
 
 class RunResults:
+    """The one owner of telling a finished run's result, on the click's path and in
+    maintenance alike."""
+
     def __init__(self, *, db: Database, notifier: Notifier) -> None:
         self.db = db
         self.notifier = notifier
 
-    def tell(self, run: RunView) -> bool:
+    def tell(self, run: RunView, *, marked: bool = False) -> bool:
         """Tell the thread, then remember it was told; whether the result is settled (told
-        there, or refused there for good and told to the requester if they could be)."""
+        there, or refused there for good and told to the requester if they can be).
+        ``marked``: the caller already won the mark (a retry by maintenance)."""
         fault_point("before_result")
         try:
             self.notifier.run_finished(run)
         except Undeliverable as refused:
-            self._told_elsewhere(run, reason=refused.reason)
-            return True
+            return self._told_elsewhere(run, reason=refused.reason, marked=marked)
         except Exception:
             logger.exception("could not post the result of %s; it is retried later", run.id)
             return False
-        with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
-            RunRepository(s).mark_result_posted(run.id)
+        if not marked:
+            with self.db.single() as s:  # one statement: its own transaction on PostgreSQL
+                RunRepository(s).mark_result_posted(run.id)
         return True
 
     def post_missing(self, *, settled_before: dt.datetime) -> int:
@@ -55,36 +59,43 @@ class RunResults:
                 view = run_view(run) if run is not None else None
             if view is None:
                 continue
-            if self.tell(view):
+            if self.tell(view, marked=True):
                 posted += 1
             else:  # the mark won this retry; given back, the next reconcile tries again
                 with self.db.single() as s:
                     RunRepository(s).forget_result_posted(run_id, at=utcnow())
         return posted
 
-    def _told_elsewhere(self, run: RunView, *, reason: str) -> None:
-        """The thread refused the result for good: the requester is told directly (once:
-        the mark is written with the audit event), and the audit log keeps the refusal."""
+    def _told_elsewhere(self, run: RunView, *, reason: str, marked: bool) -> bool:
+        """The thread refused the result for good: the requester is told directly, and the
+        audit log keeps the refusal, with whether they were told. A direct message that
+        failed in a way that may pass is tried again with the thread, later: not settled.
+        The event is written by whoever wins the mark (maintenance may have, meanwhile)."""
+        refused_directly: str | None = None
         try:
             self.notifier.run_finished_directly(run, reason=reason)
+        except Undeliverable as unreachable:
+            refused_directly = unreachable.reason
         except Exception:
-            logger.exception("could not tell the requester of %s its result either", run.id)
-            told = False
-        else:
-            logger.warning(
-                "the thread of %s refused its result for good (%s): its requester was told "
-                "directly",
-                run.id,
-                reason,
-            )
-            told = True
+            logger.exception("could not tell the requester of %s its result; retried later", run.id)
+            return False
+        logger.warning(
+            "the thread of %s refused its result for good (%s); its requester was %s",
+            run.id,
+            reason,
+            "told directly" if refused_directly is None else f"not told ({refused_directly})",
+        )
+        detail: dict[str, object] = {"told_requester": refused_directly is None}
+        if refused_directly is not None:
+            detail["direct_refusal"] = refused_directly
         with self.db.transaction() as s:
-            RunRepository(s).mark_result_posted(run.id)
-            AuditRepository(s).record(
-                UNDELIVERABLE_EVENT,
-                outcome="error",
-                team_id=run.team_id,
-                run_id=run.id,
-                reason=reason,
-                detail={"told_requester": told},
-            )
+            if RunRepository(s).mark_result_posted(run.id) or marked:
+                AuditRepository(s).record(
+                    UNDELIVERABLE_EVENT,
+                    outcome="error",
+                    team_id=run.team_id,
+                    run_id=run.id,
+                    reason=reason,
+                    detail=detail,
+                )
+        return True

@@ -25,6 +25,7 @@ from bot.blocks.messages import (
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 from bot.blocks.switch import switch_message
 from bot.escalation import EscalationPoster
+from bot.slack_refusals import refused_for_good
 from bot.tagged_messages import HISTORY_PAGES, card_tag, digest_tag, find_tagged, single_attempt
 from bot.workspaces import Workspaces
 from store.switch import SwitchState
@@ -38,14 +39,6 @@ class Unfurl(TypedDict):
 
 
 NO_UNFURL = Unfurl(unfurl_links=False, unfurl_media=False)
-REFUSED_FOR_GOOD = frozenset(
-    {"channel_not_found", "is_archived", "not_in_channel", "team_access_not_granted"}
-)
-"""Slack's answers to a post that no retry changes: the channel is gone, archived, or the bot is
-not in it (an invitation later does not bring back what was refused meanwhile)."""
-RESTRICTED = "restricted_action"
-"""The prefix of Slack's answers to a post the channel's settings forbid (read-only, threads
-locked or not allowed): refused for good too."""
 
 
 class SlackNotifier:
@@ -174,7 +167,8 @@ class SlackNotifier:
         )
 
     def run_finished(self, run: RunView) -> None:
-        """``Undeliverable`` when Slack refuses the thread for good (``REFUSED_FOR_GOOD``)."""
+        """``Undeliverable`` when Slack refuses the thread for good (``refused_for_good``). The
+        first message loses its Cancel button either way: the run has ended."""
         try:
             self._client(run.team_id).chat_postMessage(
                 channel=run.channel_id,
@@ -183,17 +177,23 @@ class SlackNotifier:
                 **NO_UNFURL,
             )
         except SlackApiError as exc:
-            error = str(exc.response.get("error", ""))
-            if error in REFUSED_FOR_GOOD or error.startswith(RESTRICTED):
-                raise Undeliverable(error) from exc
+            if (refusal := refused_for_good(exc)) is not None:
+                raise Undeliverable(refusal) from exc
             raise
-        self._redraw_root(run)
+        finally:
+            self._redraw_root(run)
 
     def run_finished_directly(self, run: RunView, *, reason: str) -> None:
+        """``Undeliverable`` when the requester can never be written to by the app."""
         client = self._client(run.team_id)
-        opened = client.conversations_open(users=run.requester_id)
-        message = run_result_elsewhere_message(run, reason=reason)
-        client.chat_postMessage(channel=opened["channel"]["id"], **message, **NO_UNFURL)
+        try:
+            opened = client.conversations_open(users=run.requester_id)
+            message = run_result_elsewhere_message(run, reason=reason)
+            client.chat_postMessage(channel=opened["channel"]["id"], **message, **NO_UNFURL)
+        except SlackApiError as exc:
+            if (refusal := refused_for_good(exc, direct=True)) is not None:
+                raise Undeliverable(refusal) from exc
+            raise
 
     def _redraw_root(self, run: RunView) -> None:
         """The run's first message loses its Cancel button once the run ended. Best effort:

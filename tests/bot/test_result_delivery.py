@@ -13,19 +13,12 @@ from sqlalchemy import select
 from bot.sandbox import people
 from bot.sandbox.state import Message
 from store.audit_models import AuditEvent
-from store.models import Run, utcnow
+from store.models import Run
+from tests.agent_runtime.engine_env import Clock
 from tests.bot.flows import SEND, button, result_message, start_run
 from tests.conftest import Harness
 
 WAIT = 60.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 def _result_post(root: Message) -> Any:
@@ -91,8 +84,8 @@ def test_a_result_the_thread_refuses_for_good_reaches_the_requester_once(
     run = _run(h)
     assert (run.status, run.result_posted) == ("completed", True)
     [event] = _events(h, "result_undeliverable")
-    assert (event.run_id, event.reason) == (run.id, refusal)
-    assert event.detail == {"told_requester": True}
+    assert (event.run_id, event.team_id, event.outcome) == (run.id, run.team_id, "error")
+    assert (event.reason, event.detail) == (refusal, {"told_requester": True})
 
 
 def test_a_result_refused_for_now_is_posted_in_its_thread_later(serve_bot, sqlite_url):
@@ -114,11 +107,7 @@ def test_a_requester_who_cannot_be_told_either_leaves_it_in_the_audit_log(serve_
     h = serve_bot(sqlite_url, clock=clock)
     root, card = start_run(h, SEND)
     h.sandbox.misbehave("chat.postMessage", match=_result_post(root), error="not_in_channel")
-    dm = h.sandbox.misbehave(
-        "conversations.open",
-        match=lambda a: a.get("users") == people.REQUESTER,
-        error="fatal_error",
-    )
+    dm = h.sandbox.misbehave("conversations.open", match=_requester, error="user_disabled")
     _approve(h, card)
     assert dm.reached.wait(WAIT)
 
@@ -126,4 +115,34 @@ def test_a_requester_who_cannot_be_told_either_leaves_it_in_the_audit_log(serve_
     assert _results_in_thread(h, root) == [] and h.state.dm_with(people.REQUESTER) == []
     assert _run(h).result_posted
     [event] = _events(h, "result_undeliverable")
-    assert (event.reason, event.detail) == ("not_in_channel", {"told_requester": False})
+    assert event.reason == "not_in_channel"
+    assert event.detail == {"told_requester": False, "direct_refusal": "user_disabled"}
+
+
+def test_a_direct_message_that_failed_for_now_is_sent_at_the_next_round(serve_bot, sqlite_url):
+    """The thread refuses for good, the direct message fails in a way that may pass: nothing
+    is settled, and the next round, refused by the thread again, tells the requester."""
+    clock = Clock()
+    h = serve_bot(sqlite_url, clock=clock)
+    root, card = start_run(h, SEND)
+    for _refusal in range(2):
+        h.sandbox.misbehave("chat.postMessage", match=_result_post(root), error="is_archived")
+    dm = h.sandbox.misbehave("conversations.open", match=_requester, error="fatal_error")
+    _approve(h, card)
+    assert dm.reached.wait(WAIT)
+    assert h.bot.settle(timeout=WAIT)
+    assert not _run(h).result_posted
+    assert h.state.dm_with(people.REQUESTER) == [] and _events(h, "result_undeliverable") == []
+
+    _a_day_of_maintenance(h, clock)
+    told = h.state.dm_with(people.REQUESTER)
+    assert len(told) == 1 and "message sent to partner@example.com" in str(told[0].blocks)
+    assert _results_in_thread(h, root) == []
+    [event] = _events(h, "result_undeliverable")
+    assert (event.reason, event.detail) == ("is_archived", {"told_requester": True})
+    _a_day_of_maintenance(h, clock)
+    assert len(h.state.dm_with(people.REQUESTER)) == 1, "told twice"
+
+
+def _requester(args: dict[str, Any]) -> bool:
+    return args.get("users") == people.REQUESTER

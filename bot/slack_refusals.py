@@ -1,0 +1,40 @@
+"""Slack's answers that no retry changes. A caller that gets one stops trying and says so,
+instead of trying again at every maintenance round for good."""
+
+from __future__ import annotations
+
+from slack_sdk.errors import SlackApiError
+
+IN_CHANNEL = frozenset(
+    {"channel_not_found", "is_archived", "not_in_channel", "team_access_not_granted"}
+)
+"""A post in a channel or a thread: the channel is gone or archived, or the bot is not in it
+(an invitation later does not bring back what was refused meanwhile)."""
+RESTRICTED = "restricted_action"
+"""The prefix of the answers to a post the channel's settings forbid (read-only, threads
+locked or not allowed there)."""
+DIRECT = frozenset(
+    {
+        "cannot_dm_bot",
+        "messages_tab_disabled",
+        "user_disabled",
+        "user_not_found",
+        "user_not_visible",
+    }
+)
+"""A direct message: the user is gone, is a bot, or cannot be written to by the app."""
+
+
+def refused_for_good(exc: BaseException, *, direct: bool = False) -> str | None:
+    """Slack's error code when ``exc`` answers a post that no retry changes (``direct``: a
+    direct message, opened and posted); None for anything that may pass (rate limits, Slack's
+    own errors, a lost connection, an answer that is not Slack's)."""
+    if not isinstance(exc, SlackApiError):
+        return None
+    try:
+        error = str(exc.response.get("error") or "")
+    except Exception:  # an answer that is not JSON (a proxy's error page, say)
+        return None
+    if direct:
+        return error if error in DIRECT else None
+    return error if error in IN_CHANNEL or error.startswith(RESTRICTED) else None
