@@ -18,7 +18,7 @@ from store.claim_repository import ClaimRepository, ClaimTerms
 from store.db import Database
 from store.maintenance import MaintenanceQueries
 from store.models import ApprovalRequest
-from store.repositories import AuditRepository
+from store.repositories import AuditRepository, RunRepository
 from store.statuses import RequestStatus
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,21 @@ class Claims:
     def settled_before(self) -> dt.datetime:
         """Work last touched before this is not in progress anywhere (a lease has passed)."""
         return self.clock() - self.lease
+
+    def working(self, run_id: str) -> AbstractContextManager[None]:
+        """Keep the run's row touched while its agent works under the run's lock, until it
+        ends: maintenance takes a run for stalled a lease after its last change, and the lock
+        alone cannot tell it apart from a live one once the lock is lost (on PostgreSQL, its
+        connection dropped while the agent went on: the server frees it)."""
+
+        def renew() -> bool:
+            with self.db.single() as s:
+                return RunRepository(s).touch(run_id, at=self.clock())
+
+        def ended() -> None:
+            logger.info("run %s ended while its agent worked", run_id)
+
+        return self._renewals.kept(run_id, renew, lost=ended)
 
     def kept(self, request_id: str) -> AbstractContextManager[None]:
         """Renew the claim while the body runs, so a slow resume is not taken over."""

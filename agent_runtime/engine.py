@@ -108,8 +108,9 @@ class ApprovalEngine(FacadeReads):
         self.runs.set_thread(run_id, thread_ts)
 
     def execute_run(self, run_id: str) -> None:
-        """Run the agent to its first interrupt or its end. Never starts a thread twice."""
-        with self.locks.hold(run_id):
+        """Run the agent to its first interrupt or its end, its row kept touched meanwhile
+        (``Claims.working``: live, even if its lock was lost). Never starts a thread twice."""
+        with self.locks.hold(run_id), self.claims.working(run_id):
             state = self.runs.execute(run_id)
             if state is not None:
                 self._carry_on(run_id, state)

@@ -39,9 +39,9 @@ _RESULT_POSTED = (
     .where(Run.id == bindparam("posted_run"), Run.result_posted.is_(False))
     .values(result_posted=True)
 )
-_PUT_BACK = (
+_TOUCH = (
     update(Run)
-    .where(Run.id == bindparam("put_back"), Run.status.in_(UNFINISHED_RUN))
+    .where(Run.id == bindparam("touched"), Run.status.in_(UNFINISHED_RUN))
     .values(updated_at=bindparam("at"))
 )
 _RESULT_NOT_POSTED = (
@@ -89,7 +89,13 @@ class RunRepository:
     def put_back(self, run_id: str, *, at: dt.datetime) -> None:
         """A waiting run whose next step could not be recorded: counted as waiting since
         ``at``, so maintenance tries the others first and this one again once it settled."""
-        self.session.connection().execute(_PUT_BACK, {"put_back": run_id, "at": at})
+        self.touch(run_id, at=at)
+
+    def touch(self, run_id: str, *, at: dt.datetime) -> bool:
+        """Count an unfinished run as changed ``at`` (maintenance counts its lease from it);
+        ``False`` if it has ended."""
+        result = self.session.connection().execute(_TOUCH, {"touched": run_id, "at": at})
+        return affected(result) > 0
 
     def forget_result_posted(self, run_id: str, *, at: dt.datetime) -> None:
         """A retry that won the mark but could not post: leave the result to be posted, as

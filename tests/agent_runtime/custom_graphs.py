@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
+import threading
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -502,4 +503,25 @@ def failing_first_step(checkpointer, **_offers):  # type: ignore[no-untyped-def]
     graph.add_node("fail", fail)
     graph.add_edge(START, "fail")
     graph.add_edge("fail", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+WORKING = threading.Event()
+"""Set by ``held_first_step`` once its agent is at work."""
+DONE_WORKING = threading.Event()
+"""Set by a test to let that agent finish."""
+
+
+def held_first_step(checkpointer, **_offers):  # type: ignore[no-untyped-def]
+    """An agent at work (a long model call, say) until the test lets it finish."""
+
+    def work(state: State) -> State:
+        WORKING.set()
+        assert DONE_WORKING.wait(60), "the test never let the agent finish"
+        return {"answer": "done"}
+
+    graph = StateGraph(State)
+    graph.add_node("work", work)
+    graph.add_edge(START, "work")
+    graph.add_edge("work", END)
     return graph.compile(checkpointer=checkpointer)

@@ -101,6 +101,7 @@ def make_env(
     clock: Callable[[], dt.datetime] = utcnow,
     key: bytes | None = None,
     usergroup_members: Callable[[str], frozenset[str]] | None = None,
+    lease: dt.timedelta | None = None,
 ) -> Env:
     url = url or migrated_sqlite_url(tmp_path / "e.db")
     db = Database(url)
@@ -126,6 +127,7 @@ def make_env(
         notifier=notes,
         clock=clock,
         **({"usergroup_members": usergroup_members} if usergroup_members else {}),
+        **({"lease": lease} if lease else {}),
     )
     return Env(engine, notes, workspace, db, gate, runtime, policy, clock)
 
