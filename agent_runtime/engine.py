@@ -14,6 +14,7 @@ from agent_runtime.authorization import Actor, Refusal
 from agent_runtime.background import ReconcileResult
 from agent_runtime.cancel import CancelOutcome, CancelResult
 from agent_runtime.decisions import Attempt, DecisionResult
+from agent_runtime.facade_attempts import REDRAWN, FacadeAttempts
 from agent_runtime.facade_reads import FacadeReads
 from agent_runtime.faults import fault_point
 from agent_runtime.notifier import MessageRef, Notifier
@@ -36,17 +37,15 @@ def _no_groups(_group: str) -> frozenset[str]:
     return frozenset()
 
 
-_REDRAWN = (Refusal.STALE_VERSION, Refusal.RUN_CANCELLED, Refusal.REQUEST_CLOSED)
-"""Refusals of a click on a card that shows something else than the request now."""
-
 CANCEL_WAIT_SECONDS = 5.0
 """How long a cancel waits for a run that is working (a resume, the agent, a tool) to stop at
 its next wait; longer, and the user is asked to try again."""
 
 
-class ApprovalEngine(FacadeReads):
+class ApprovalEngine(FacadeReads, FacadeAttempts):
     """Runs, interrupts, authorized decisions and the exactly-once resume, for the bot (its
-    reads, which orchestrate nothing, come from ``FacadeReads``)."""
+    reads, which orchestrate nothing, come from ``FacadeReads``; its record of attempts that
+    decided nothing from ``FacadeAttempts``)."""
 
     def __init__(
         self,
@@ -188,40 +187,6 @@ class ApprovalEngine(FacadeReads):
 
     # Decisions ----------------------------------------------------------------------------
 
-    def record_refusal(
-        self,
-        *,
-        request_id: str,
-        actor: Actor,
-        refusal: Refusal,
-        decision: str,
-        via: dict[str, str] | None = None,
-    ) -> None:
-        self.attempts.refused(
-            request_id=request_id, actor=actor, refusal=refusal, decision=decision, via=via
-        )
-        if refusal in _REDRAWN and (current := self.approval(request_id)) is not None:
-            self.announcer.show_card(current)  # e.g. closed, while the card showed buttons
-
-    def record_dropped(
-        self,
-        *,
-        actor: Actor,
-        what: str,
-        action_id: str | None = None,
-        request_id: str | None = None,
-        run_id: str | None = None,
-        reason: str = "busy",
-    ) -> None:
-        self.attempts.dropped(
-            actor=actor,
-            what=what,
-            action_id=action_id,
-            request_id=request_id,
-            run_id=run_id,
-            reason=reason,
-        )
-
     def decide(
         self,
         *,
@@ -271,7 +236,7 @@ class ApprovalEngine(FacadeReads):
         current = result.current
         if result.refusal is Refusal.POLICY_CHANGED and current is not None:
             self._invalidate_for_policy(current)
-        if result.refusal in _REDRAWN and current is not None:
+        if result.refusal in REDRAWN and current is not None:
             # e.g. a card drawn before versions were on buttons, or redrawn by a late update
             self.announcer.show_card(current)
         if result.approval is None:
