@@ -30,6 +30,7 @@ from agent_runtime.claims import Claims
 from agent_runtime.decisions import DecisionRecorder
 from agent_runtime.digests import DigestPoster
 from agent_runtime.edits import EditRules
+from agent_runtime.interrupt_recorder import InterruptRecorder
 from agent_runtime.listing import PendingList
 from agent_runtime.notifier import Notifier
 from agent_runtime.overview import Overview
@@ -92,15 +93,17 @@ def build_owners(
         ),
     )
     roles = ActionRoles()
+    interrupts = InterruptRecorder(
+        db=db, policy=policy, catalog=runtime.catalog, claims=claims, clock=clock, roles=roles
+    )
     runs = RunLifecycle(
         db=db,
         runtime=runtime,
         policy=policy,
-        claims=claims,
+        interrupts=interrupts,
         announcer=announcer,
         clock=clock,
         usergroup_members=usergroup_members,
-        roles=roles,
     )
     edits = EditRules(db=db, catalog=runtime.catalog, policy=policy)
     decisions = DecisionRecorder(

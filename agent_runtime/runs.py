@@ -9,35 +9,27 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage
 
-from agent_runtime.action_roles import ActionRoles
 from agent_runtime.announcer import Announcer
 from agent_runtime.authorization import Actor
-from agent_runtime.call_identity import kept_call_id
-from agent_runtime.claims import Claims
 from agent_runtime.errors import NotPermitted, UnsupportedInterrupt
+from agent_runtime.interrupt_recorder import InterruptRecorder
 from agent_runtime.policy import Policy
-from agent_runtime.recording import audited_actions, build_request
-from agent_runtime.run_end import Told, fail_at_stop, record_run_end, refused_too_often
+from agent_runtime.run_end import Told, record_run_end
 from agent_runtime.runtime import AgentRuntime, ThreadStop
 from agent_runtime.views import RunView, run_view
 from agent_runtime.wire import (
     MESSAGES,
-    PendingInterrupt,
     final_text,
     pending_interrupts,
-    subagent_of,
-    tool_call_ids,
 )
 from store.clean import clean_text
 from store.db import Database, refused_for_content
 from store.models import Run, new_id
-from store.repositories import ApprovalRepository, AuditRepository, RunRepository
-from store.run_history import RunHistory
-from store.statuses import FINISHED_RUN, RunStatus
+from store.repositories import AuditRepository, RunRepository
+from store.statuses import RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -60,22 +52,18 @@ class RunLifecycle:
         db: Database,
         runtime: AgentRuntime,
         policy: Policy,
-        claims: Claims,
+        interrupts: InterruptRecorder,
         announcer: Announcer,
         clock: Callable[[], dt.datetime],
         usergroup_members: Callable[[str], frozenset[str]],
-        roles: ActionRoles,
     ) -> None:
-        """``roles``: where the approver roles of each action recorded are remembered, for
-        the decisions on it."""
         self.db = db
         self.runtime = runtime
         self.policy = policy
-        self.claims = claims
+        self.interrupts = interrupts
         self.announcer = announcer
         self.clock = clock
         self.usergroup_members = usergroup_members
-        self.roles = roles
 
     def start(
         self, *, actor: Actor, channel_id: str, text: str, run_id: str | None = None
@@ -185,7 +173,7 @@ class RunLifecycle:
         interrupt is recorded, so no claim waits unrenewed. Iterate it to the end."""
         # A cancelled run records nothing more, and nothing of it is resumed; its thread is
         # not even read. Given the state, a run that ended is checked by ``_finish``, or by
-        # ``_record_interrupt``, which records nothing for it.
+        # ``InterruptRecorder.record``, which records nothing for it.
         checked = state is None
         if checked and self._cancelled(run_id):
             return
@@ -204,7 +192,7 @@ class RunLifecycle:
             return
         for pending in pendings:
             try:
-                recorded = self._record_interrupt(run_id, pending, state=state)
+                recorded = self.interrupts.record(run_id, pending, state=state)
             except Exception as exc:
                 if not refused_for_content(exc):
                     raise  # the store in trouble: the run is carried on again later
@@ -222,62 +210,6 @@ class RunLifecycle:
                 yield recorded.request_id
             else:
                 self.announcer.post_card(recorded.request_id)
-
-    def _record_interrupt(
-        self, run_id: str, pending: PendingInterrupt, *, state: ThreadStop
-    ) -> _Recorded | None:
-        """The request of one interrupt (once), and whether it is decided and claimed (or
-        the run was stopped instead)."""
-        messages = state.values.get(MESSAGES, [])
-        with self.db.transaction() as s:
-            repo = ApprovalRepository(s)
-            # Locked, though every end of a run holds the thread lock too: a stop must never
-            # reopen an ended run.
-            run = RunRepository(s).get(run_id, for_update=True)
-            if run is None or run.status in FINISHED_RUN:  # ended: nothing more of it is open
-                return None
-            if repo.by_interrupt(run_id, pending.interrupt_id):
-                return None
-            request, actions = build_request(
-                run,
-                pending,
-                policy=self.policy,
-                catalog=self.runtime.catalog,
-                now=self.clock(),
-                tool_call_ids=[kept_call_id(c) for c in tool_call_ids(messages, pending)],
-                taken_operations=RunHistory(s).operation_ids(run_id),
-                subagent=subagent_of(messages, pending),
-                rejected=RunHistory(s).rejected_by_reviewers(run_id),
-            )
-            repo.add(request, actions)
-            for action in actions:
-                self.roles.remember(action.id, action.approver_roles)
-            RunRepository(s).set_status(run, RunStatus.WAITING)
-            stopping = refused_too_often(  # before the audit chain
-                s, request, actions, limit=self.policy.defaults.max_policy_refusals
-            )
-            AuditRepository(s).record(
-                "interrupt_recorded",
-                run_id=run_id,
-                request_id=request.id,
-                team_id=run.team_id,
-                detail={
-                    "interrupt_id": pending.interrupt_id,
-                    "actions": audited_actions(actions, self.policy),
-                },
-            )
-            if stopping is not None:
-                reason = (
-                    "Stopped: the agent kept proposing calls the approval policy refuses ("
-                    f"{stopping.refused} times in a row). None of them ran."
-                )
-                stopped = fail_at_stop(
-                    s, run, request, reason=reason, others=stopping.others, policy=self.policy
-                )
-                return _Recorded(request.id, decided=False, stopped=stopped)
-            # Exempt by ``when`` or refused by a constraint: nothing for people to decide.
-            decided = all(a.outcome for a in actions) and self.claims.claim(s, request.id)
-            return _Recorded(request.id, decided=decided)
 
     def _cancelled(self, run_id: str) -> bool:
         return self._status(run_id) == RunStatus.CANCELLED
@@ -323,12 +255,3 @@ class RunLifecycle:
         """The cards a run's end closed, then its thread."""
         self.announcer.show_cards(told.cards)
         self.announcer.run_finished(told.run)
-
-
-@dataclass(frozen=True)
-class _Recorded:
-    request_id: str
-    decided: bool
-    """Nothing left for people to decide, and claimed by this process: resume it now."""
-    stopped: Told | None = None
-    """The run stopped instead (too many calls refused by the policy): tell its thread."""
