@@ -168,7 +168,8 @@ class SlackNotifier:
 
     def run_finished(self, run: RunView) -> None:
         """``Undeliverable`` when Slack refuses the thread for good (``refused_for_good``). The
-        first message loses its Cancel button either way: the run has ended."""
+        first message loses its Cancel button then too (not at every retry of a failure that
+        may pass): the run has ended."""
         try:
             self._client(run.team_id).chat_postMessage(
                 channel=run.channel_id,
@@ -177,11 +178,11 @@ class SlackNotifier:
                 **NO_UNFURL,
             )
         except SlackApiError as exc:
-            if (refusal := refused_for_good(exc)) is not None:
-                raise Undeliverable(refusal) from exc
-            raise
-        finally:
+            if (refusal := refused_for_good(exc)) is None:
+                raise
             self._redraw_root(run)
+            raise Undeliverable(refusal) from exc
+        self._redraw_root(run)
 
     def run_finished_directly(self, run: RunView, *, reason: str) -> None:
         """``Undeliverable`` when the requester can never be written to by the app."""

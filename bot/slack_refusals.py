@@ -13,16 +13,19 @@ IN_CHANNEL = frozenset(
 RESTRICTED = "restricted_action"
 """The prefix of the answers to a post the channel's settings forbid (read-only, threads
 locked or not allowed there)."""
-DIRECT = frozenset(
+MAY_PASS = frozenset(
     {
-        "cannot_dm_bot",
-        "messages_tab_disabled",
-        "user_disabled",
-        "user_not_found",
-        "user_not_visible",
+        "fatal_error",
+        "internal_error",
+        "ratelimited",
+        "request_timeout",
+        "service_unavailable",
+        "token_expired",
     }
 )
-"""A direct message: the user is gone, is a bot, or cannot be written to by the app."""
+"""A direct message is the last place left to tell someone: any answer of Slack's but these
+(its own trouble, a rate limit, a token about to be rotated) ends its tries, audited, rather
+than trying again at every round for good (a missing scope, a user gone, a bot)."""
 
 
 def refused_for_good(exc: BaseException, *, direct: bool = False) -> str | None:
@@ -36,5 +39,5 @@ def refused_for_good(exc: BaseException, *, direct: bool = False) -> str | None:
     except Exception:  # an answer that is not JSON (a proxy's error page, say)
         return None
     if direct:
-        return error if error in DIRECT else None
+        return error if error and error not in MAY_PASS else None
     return error if error in IN_CHANNEL or error.startswith(RESTRICTED) else None

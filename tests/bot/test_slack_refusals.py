@@ -23,16 +23,20 @@ def _answer(error: str) -> SlackApiError:
 )
 def test_a_channel_that_will_never_take_the_post_ends_its_tries(error):
     assert refused_for_good(_answer(error)) == error
-    assert refused_for_good(_answer(error), direct=True) is None
+    assert refused_for_good(_answer(error), direct=True) == error
 
 
-@pytest.mark.parametrize("error", ["user_disabled", "user_not_found", "cannot_dm_bot"])
-def test_a_user_who_can_never_be_written_to_ends_the_direct_tries(error):
+@pytest.mark.parametrize(
+    "error", ["user_disabled", "user_not_found", "cannot_dm_bot", "missing_scope", "invalid_auth"]
+)
+def test_a_direct_message_slack_will_never_take_ends_its_tries(error):
     assert refused_for_good(_answer(error), direct=True) == error
     assert refused_for_good(_answer(error)) is None
 
 
-@pytest.mark.parametrize("error", ["ratelimited", "fatal_error", "internal_error", ""])
+@pytest.mark.parametrize(
+    "error", ["ratelimited", "fatal_error", "internal_error", "service_unavailable", ""]
+)
 def test_what_may_pass_is_tried_again(error):
     assert refused_for_good(_answer(error)) is None
     assert refused_for_good(_answer(error), direct=True) is None
