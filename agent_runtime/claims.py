@@ -1,5 +1,6 @@
 """Who resumes a request: one claim per request, held under a lease that its owner renews while
-it works and that another process takes over when the owner dies."""
+it works and that another process takes over when the owner dies. And a run at work: its row
+touched while its agent works, so that no other process takes it for stalled."""
 
 from __future__ import annotations
 
@@ -82,16 +83,15 @@ class Claims:
         """Keep the run's row touched while its agent works under the run's lock, until it
         ends: maintenance takes a run for stalled a lease after its last change, and the lock
         alone cannot tell it apart from a live one once the lock is lost (on PostgreSQL, its
-        connection dropped while the agent went on: the server frees it)."""
+        connection dropped while the agent went on: the server frees it). Like ``kept``, the
+        body does not run if no thread can keep the time (a run not started is ended by
+        maintenance, told)."""
 
         def renew() -> bool:
             with self.db.single() as s:
                 return RunRepository(s).touch(run_id, at=self.clock())
 
-        def ended() -> None:
-            logger.info("run %s ended while its agent worked", run_id)
-
-        return self._renewals.kept(run_id, renew, lost=ended)
+        return self._renewals.kept(run_id, renew, lost=_ended)
 
     def kept(self, request_id: str) -> AbstractContextManager[None]:
         """Renew the claim while the body runs, so a slow resume is not taken over."""
@@ -106,3 +106,7 @@ class Claims:
             logger.warning("the claim of %s was taken over while it was resumed", request_id)
 
         return self._renewals.kept(request_id, renew, lost=lost)
+
+
+def _ended() -> None:
+    """A run that ended needs no more touches (its renewals stop)."""

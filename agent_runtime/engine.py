@@ -129,17 +129,20 @@ class ApprovalEngine(FacadeReads, FacadeAttempts):
         claimed: ApprovalRequest | None = None,
         unchanged: bool = False,
     ) -> None:
-        resumed = observed(
-            self.observer,
-            request_id,
-            lambda: self.resumer.resume(
-                request_id, recovering=recovering, claimed=claimed, unchanged=unchanged
-            ),
-        )
-        if resumed.ended is not None:
-            self.announcer.run_finished(resumed.ended)
-        elif resumed.after is not None:
-            self._carry_on(run_id, resumed.after)
+        """Its row kept touched until its next stop is recorded: once the request is closed,
+        nothing else is open to tell maintenance the run is at work."""
+        with self.claims.working(run_id):
+            resumed = observed(
+                self.observer,
+                request_id,
+                lambda: self.resumer.resume(
+                    request_id, recovering=recovering, claimed=claimed, unchanged=unchanged
+                ),
+            )
+            if resumed.ended is not None:
+                self.announcer.run_finished(resumed.ended)
+            elif resumed.after is not None:
+                self._carry_on(run_id, resumed.after)
 
     def _resume(
         self,

@@ -315,7 +315,7 @@ def test_a_run_is_settled_a_lease_after_its_thread_was_posted_and_never_started_
     assert not env.runtime.has_checkpoint(run.id) and _requested_runs(env) == []
 
 
-def another_replica(env: Env, clock: Clock) -> ApprovalEngine:
+def another_replica(env: Env, clock: Clock, *, lease: dt.timedelta | None = None) -> ApprovalEngine:
     """An engine of another process on the same store: its locks are its own."""
     return ApprovalEngine(
         db=Database(env.db.url),
@@ -323,6 +323,7 @@ def another_replica(env: Env, clock: Clock) -> ApprovalEngine:
         policy=env.policy,
         notifier=env.notes,
         clock=clock,
+        **({"lease": lease} if lease else {}),
     )
 
 
