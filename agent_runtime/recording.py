@@ -74,12 +74,14 @@ def build_request(
         created_at=now,
     )
     taken = set(taken_operations)
-    actions = []
+    actions: list[Action] = []
     for position, (spec, call_id) in enumerate(zip(pending.actions, tool_call_ids, strict=True)):
         action = _action(run, spec, policy=policy, catalog=catalog, taken=taken, rejected=rejected)
         action.position, action.tool_call_id = position, call_id
         if subagent:
             action.extra = {**(action.extra or {}), "subagent": subagent}
+        if call_id is not None and tool_call_ids.count(call_id) > 1:
+            _refuse_repeated_id(action, call_id)
         actions.append(action)
     request.review_channel = _review_channel(policy.for_team(run.team_id), actions)
     if digestible(policy, actions):
@@ -170,6 +172,20 @@ def _action(
         extra=extra or None,
         outcome=ActionOutcome.APPROVED if exempt else (ActionOutcome.REJECTED if veto else None),
     )
+
+
+def _refuse_repeated_id(action: Action, call_id: str) -> None:
+    """A call whose tool-call id another call of the message shares: the gate knows a call by
+    its id, and the agent's review middleware maps each decision back to its call by it too,
+    so no decision on one of them could be told apart from a decision on the other (a reject
+    of one would drop both). Each is refused as the policy refuses a call, and the agent is
+    told why: it may ask again with ids of their own."""
+    reason = (
+        f"the agent sent the tool-call id {call_id[:80]} for more than one call in one message; "
+        "a call can only be reviewed under an id of its own"
+    )
+    action.extra = {**(action.extra or {}), POLICY_VETO: reason}
+    action.exempt, action.outcome = False, ActionOutcome.REJECTED
 
 
 def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:

@@ -525,3 +525,34 @@ def held_first_step(checkpointer, **_offers):  # type: ignore[no-untyped-def]
     graph.add_edge(START, "work")
     graph.add_edge("work", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def one_call_id_twice_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no-untyped-def]
+    """The offline model's plans with every tool call of a message but the first under one
+    id (a model may send the same id twice), each send reviewed and run through the gate."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import StructuredTool
+
+    from agent_runtime.offline_model import OfflineChatModel
+    from agent_runtime.protect import gate_tools
+
+    class OneId(OfflineChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+            for generation in result.generations:
+                for call in getattr(generation.message, "tool_calls", [])[1:]:
+                    call["id"] = "call_same"
+            return result
+
+    def send(recipient: str, text: str) -> str:
+        workspace.record_effect("send_external_message", recipient=recipient, text=text)
+        return f"sent to {recipient}"
+
+    tool = StructuredTool.from_function(send, name="send_external_message", description="Send.")
+    review = HumanInTheLoopMiddleware(
+        interrupt_on={"send_external_message": {"allowed_decisions": ["approve", "reject"]}}
+    )
+    return create_agent(
+        OneId(), gate_tools(gate, [tool]), middleware=[review], checkpointer=checkpointer
+    )

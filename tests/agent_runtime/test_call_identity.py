@@ -66,3 +66,40 @@ def test_a_kept_call_id_is_the_id_itself_when_it_fits_and_the_same_digest_each_t
     # not kept as it is, so it never stands for that call.
     for forged in (kept_call_id(long), "task:graph:abc", "once:1234"):
         assert forged is not None and kept_call_id(forged) != forged
+
+
+ONE_ID_TWICE = "tests.agent_runtime.custom_graphs:one_call_id_twice_agent"
+SENDS = (
+    'send_external_message {"recipient": "a@example.com", "text": "hi"}\n'
+    'send_external_message {"recipient": "b@example.com", "text": "hi"}\n'
+    'send_external_message {"recipient": "c@example.com", "text": "hi"}'
+)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_calls_sharing_a_tool_call_id_are_refused_and_the_others_reviewed(tmp_path, request, store):
+    """The gate knows a call by its id, and so does the agent's review middleware when it
+    maps decisions back to calls: two calls under one id could not each be bound to a review
+    of its own (a reject of one drops both; which one ran would depend on timing and on the
+    store). Both are refused as the policy refuses a call, on the card and to the agent; the
+    call with an id of its own is reviewed, and runs once."""
+    url = None if store == "sqlite" else request.getfixturevalue("migrated_pg_url")
+    env = make_env(tmp_path, ONE_ID_TWICE, url=url)
+    try:
+        run_id, first = paused_run(env, SENDS)
+        shown = env.notes.requested[-1]
+        assert [a.tool_call_id for a in shown.actions][1:] == ["call_same", "call_same"]
+        assert shown.actions[0].outcome is None, "its own id: reviewed"
+        for shared in shown.actions[1:]:
+            assert shared.outcome == "rejected"
+            assert "call_same for more than one call" in shared.extra["policy_violation"]
+            refused = decide(env, action_id=shared.id, actor=REVIEWER, decision="approve")
+            assert refused.refusal is not None, "never offered for approval"
+        assert decide(env, action_id=first, actor=REVIEWER, decision="approve").refusal is None
+        assert [e["recipient"] for e in env.workspace.effects()] == ["a@example.com"]
+        assert [r.id for r in env.notes.finished] == [run_id]
+        told = [m.content for m in env.runtime.state(run_id).values["messages"]]
+        assert any("for more than one call" in str(text) for text in told), "the agent is told"
+    finally:
+        close_checkpointer(env.runtime.checkpointer)
+        env.db.dispose()
