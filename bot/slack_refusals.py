@@ -17,26 +17,35 @@ MAY_PASS = frozenset(
     {
         "fatal_error",
         "internal_error",
+        "rate_limited",
         "ratelimited",
         "request_timeout",
         "service_unavailable",
+        "team_added_to_org",
         "token_expired",
     }
 )
 """A direct message is the last place left to tell someone: any answer of Slack's but these
-(its own trouble, a rate limit, a token about to be rotated) ends its tries, audited, rather
-than trying again at every round for good (a missing scope, a user gone, a bot)."""
+(its own trouble, a rate limit, a workspace moving, a token about to be rotated) ends its
+tries, audited, rather than trying again at every round for good (a missing scope, a user
+gone, a bot)."""
+NOT_SLACKS = "Received a response in a non-JSON format"
+"""How slack_sdk words an answer it could not read (a proxy's or a gateway's error page)."""
 
 
 def refused_for_good(exc: BaseException, *, direct: bool = False) -> str | None:
     """Slack's error code when ``exc`` answers a post that no retry changes (``direct``: a
     direct message, opened and posted); None for anything that may pass (rate limits, Slack's
-    own errors, a lost connection, an answer that is not Slack's)."""
+    own errors, a lost connection, an answer that is not Slack's). Only an answer of Slack's
+    own, with its HTTP status 200, is ever final."""
     if not isinstance(exc, SlackApiError):
         return None
     try:
+        status = exc.response.status_code
         error = str(exc.response.get("error") or "")
-    except Exception:  # an answer that is not JSON (a proxy's error page, say)
+    except Exception:  # not a response slack_sdk made
+        return None
+    if status != 200 or error.startswith(NOT_SLACKS):
         return None
     if direct:
         return error if error and error not in MAY_PASS else None

@@ -1,48 +1,112 @@
-"""Which of Slack's answers end the tries of a post for good, and which may pass."""
+"""Which of Slack's answers end the tries of a post for good, and which may pass: answers read
+by slack_sdk itself, from a local HTTP server answering as Slack (or a gateway) would."""
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.slack_refusals import refused_for_good
 
 
-class _NotJson:
-    def get(self, _key: str) -> object:
-        raise ValueError("the answer was an HTML error page")
+class _Answers(BaseHTTPRequestHandler):
+    """Answers every call with the status and body the path's last part names."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        kind, _, error = self.path.rsplit("/", 1)[-1].partition(".")
+        json_type, html_type = "application/json", "text/html"
+        if kind == "slack":
+            status, body, content = 200, json.dumps({"ok": False, "error": error}), json_type
+        elif kind == "down":  # Slack's own words, on an answer that is not a 200
+            status, body, content = 503, json.dumps({"ok": False, "error": error}), json_type
+        elif kind == "proxy":  # a page that is not Slack's, on a 200
+            status, body, content = (
+                200,
+                "<html><body>Sign in to the network</body></html>",
+                html_type,
+            )
+        elif kind == "gateway":
+            status, body, content = 502, "<html><body>Bad gateway</body></html>", html_type
+        else:
+            status, body, content = (
+                429,
+                json.dumps({"ok": False, "error": "ratelimited"}),
+                json_type,
+            )
+        self.send_response(status)
+        self.send_header("Content-Type", content)
+        self.send_header("Retry-After", "1")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *_args: object) -> None:
+        return None
 
 
-def _answer(error: str) -> SlackApiError:
-    return SlackApiError("refused", {"ok": False, "error": error})
+@pytest.fixture(scope="module")
+def api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/api/"
+    server.shutdown()
+    server.server_close()
+
+
+def _refusal(api: str, answer: str) -> SlackApiError:
+    client = WebClient(token="xoxb-test", base_url=api, retry_handlers=[])
+    with pytest.raises(SlackApiError) as raised:
+        client.api_call(answer)
+    return raised.value
 
 
 @pytest.mark.parametrize(
     "error",
     ["is_archived", "not_in_channel", "channel_not_found", "restricted_action_thread_locked"],
 )
-def test_a_channel_that_will_never_take_the_post_ends_its_tries(error):
-    assert refused_for_good(_answer(error)) == error
-    assert refused_for_good(_answer(error), direct=True) == error
+def test_a_channel_that_will_never_take_the_post_ends_its_tries(api, error):
+    refused = _refusal(api, f"slack.{error}")
+    assert refused_for_good(refused) == error
+    assert refused_for_good(refused, direct=True) == error
 
 
 @pytest.mark.parametrize(
     "error", ["user_disabled", "user_not_found", "cannot_dm_bot", "missing_scope", "invalid_auth"]
 )
-def test_a_direct_message_slack_will_never_take_ends_its_tries(error):
-    assert refused_for_good(_answer(error), direct=True) == error
-    assert refused_for_good(_answer(error)) is None
+def test_a_direct_message_slack_will_never_take_ends_its_tries(api, error):
+    refused = _refusal(api, f"slack.{error}")
+    assert refused_for_good(refused, direct=True) == error
+    assert refused_for_good(refused) is None
 
 
 @pytest.mark.parametrize(
-    "error", ["ratelimited", "fatal_error", "internal_error", "service_unavailable", ""]
+    "error", ["ratelimited", "rate_limited", "fatal_error", "internal_error", "service_unavailable"]
 )
-def test_what_may_pass_is_tried_again(error):
-    assert refused_for_good(_answer(error)) is None
-    assert refused_for_good(_answer(error), direct=True) is None
+def test_what_may_pass_is_tried_again(api, error):
+    refused = _refusal(api, f"slack.{error}")
+    assert refused_for_good(refused) is None
+    assert refused_for_good(refused, direct=True) is None
 
 
-def test_an_answer_that_is_not_slacks_or_no_answer_may_pass():
-    assert refused_for_good(SlackApiError("refused", _NotJson())) is None
+@pytest.mark.parametrize(
+    "answer", ["gateway.down", "proxy.page", "limit.now", "down.user_not_found"]
+)
+def test_a_gateway_s_page_a_429_or_a_5xx_may_pass(api, answer):
+    """slack_sdk turns a page it cannot read into an error of its own wording, and a 429
+    into Slack's rate-limit error; an answer with a status of trouble is not Slack's final
+    word, whatever error it names."""
+    refused = _refusal(api, answer)
+    assert refused_for_good(refused, direct=True) is None
+    assert refused_for_good(refused) is None
+
+
+def test_no_answer_at_all_may_pass():
     assert refused_for_good(TimeoutError("no answer")) is None
     assert refused_for_good(ConnectionResetError()) is None
