@@ -18,7 +18,13 @@ from agent_runtime.policy import Policy
 from agent_runtime.recording import audited_actions, build_request
 from agent_runtime.run_end import Told, fail_at_stop, refused_too_often
 from agent_runtime.runtime import ThreadStop
-from agent_runtime.wire import MESSAGES, PendingInterrupt, subagent_of, tool_call_ids
+from agent_runtime.wire import (
+    MESSAGES,
+    PendingInterrupt,
+    last_turn_call_ids,
+    subagent_of,
+    tool_call_ids,
+)
 from store.db import Database
 from store.repositories import ApprovalRepository, AuditRepository, RunRepository
 from store.run_history import RunHistory
@@ -79,6 +85,7 @@ class InterruptRecorder:
                 taken_operations=RunHistory(s).operation_ids(run_id),
                 subagent=subagent_of(messages, pending),
                 rejected=RunHistory(s).rejected_by_reviewers(run_id),
+                turn_call_ids=[k for c in last_turn_call_ids(messages) if (k := kept_call_id(c))],
             )
             repo.add(request, actions)
             for action in actions:

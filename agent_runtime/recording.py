@@ -52,9 +52,11 @@ def build_request(
     taken_operations: Collection[str] = (),
     subagent: str | None = None,
     rejected: Sequence[Action] = (),
+    turn_call_ids: Sequence[str] = (),
 ) -> tuple[ApprovalRequest, list[Action]]:
     """``rejected``: the run's calls reviewers rejected so far (a new call of the same tool is
-    their revision, shown as such and bounded by the policy)."""
+    their revision, shown as such and bounded by the policy); ``turn_call_ids``: the ids of
+    every call of the model turn, reviewed or not (as the store keeps them)."""
     expires_at = now + policy.expires_after(a.name for a in pending.actions)
     remind_after = policy.defaults.remind_after
     remind_at = now + remind_after if remind_after else None
@@ -74,13 +76,14 @@ def build_request(
         created_at=now,
     )
     taken = set(taken_operations)
+    shared = _shared_ids([*turn_call_ids], [c for c in tool_call_ids if c is not None])
     actions: list[Action] = []
     for position, (spec, call_id) in enumerate(zip(pending.actions, tool_call_ids, strict=True)):
         action = _action(run, spec, policy=policy, catalog=catalog, taken=taken, rejected=rejected)
         action.position, action.tool_call_id = position, call_id
         if subagent:
             action.extra = {**(action.extra or {}), "subagent": subagent}
-        if call_id is not None and tool_call_ids.count(call_id) > 1:
+        if call_id is not None and call_id in shared and not action.exempt:
             _refuse_repeated_id(action, call_id)
         actions.append(action)
     request.review_channel = _review_channel(policy.for_team(run.team_id), actions)
@@ -184,8 +187,19 @@ def _refuse_repeated_id(action: Action, call_id: str) -> None:
         f"the agent sent the tool-call id {call_id[:80]} for more than one call in one message; "
         "a call can only be reviewed under an id of its own"
     )
-    action.extra = {**(action.extra or {}), POLICY_VETO: reason}
-    action.exempt, action.outcome = False, ActionOutcome.REJECTED
+    earlier = (action.extra or {}).get(POLICY_VETO)  # a constraint's, say: kept first
+    action.extra = {
+        **(action.extra or {}),
+        POLICY_VETO: f"{earlier} {reason}" if earlier else reason,
+    }
+    action.outcome = ActionOutcome.REJECTED
+
+
+def _shared_ids(turn: list[str], reviewed: list[str]) -> set[str]:
+    """Ids more than one call of the turn goes by (its reviewed calls alone, when the turn's
+    own calls are not known)."""
+    ids = turn or reviewed
+    return {i for i in ids if ids.count(i) > 1}
 
 
 def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:

@@ -239,15 +239,23 @@ def _decision_wire(action: ActionSpec, decision: ResumeDecision) -> dict[str, An
     return wire
 
 
+def last_turn_call_ids(messages: Sequence[Any]) -> list[str]:
+    """The ids of every call of the last model turn, reviewed or not."""
+    return [str(c["id"]) for c in _last_turn_calls(messages) if c.get("id")]
+
+
+def _last_turn_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    for message in reversed(messages):
+        if calls := list(getattr(message, "tool_calls", None) or []):
+            return calls
+    return []
+
+
 def tool_call_ids(messages: Sequence[Any], pending: PendingInterrupt) -> list[str | None]:
     """Trace ids of a batch: match each action to the last model turn's calls, in order."""
     if pending.kind == "tool_approval":
         return [a.tool_call_id for a in pending.actions]
-    calls: list[dict[str, Any]] = []
-    for message in reversed(messages):
-        calls = list(getattr(message, "tool_calls", None) or [])
-        if calls:
-            break
+    calls = _last_turn_calls(messages)
     ids: list[str | None] = []
     for action in pending.actions:
         args = canonical_json(action.args)  # the call as the model made it, tuples or lists

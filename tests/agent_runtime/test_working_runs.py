@@ -114,12 +114,12 @@ def test_a_run_whose_resume_closed_its_request_is_touched_until_its_next_stop(tm
         recorded(approval)
 
     env.notes.approval_updated = slow_end_of_card  # type: ignore[method-assign]
+    run_id, action_id = paused_run(env, "go")
+    approving = threading.Thread(
+        target=lambda: decide(env, action_id=action_id, actor=REVIEWER, decision="approve"),
+        daemon=True,
+    )
     try:
-        run_id, action_id = paused_run(env, "go")
-        approving = threading.Thread(
-            target=lambda: decide(env, action_id=action_id, actor=REVIEWER, decision="approve"),
-            daemon=True,
-        )
         approving.start()
         assert drawing.wait(WAIT)
         clock.now = utcnow() + 3 * LEASE
