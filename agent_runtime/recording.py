@@ -76,16 +76,14 @@ def build_request(
         created_at=now,
     )
     taken = set(taken_operations)
-    shared = _shared_ids([*turn_call_ids], [c for c in tool_call_ids if c is not None])
     actions: list[Action] = []
     for position, (spec, call_id) in enumerate(zip(pending.actions, tool_call_ids, strict=True)):
         action = _action(run, spec, policy=policy, catalog=catalog, taken=taken, rejected=rejected)
         action.position, action.tool_call_id = position, call_id
         if subagent:
             action.extra = {**(action.extra or {}), "subagent": subagent}
-        if call_id is not None and call_id in shared and not action.exempt:
-            _refuse_repeated_id(action, call_id)
         actions.append(action)
+    _refuse_shared_ids(actions, turn=() if subagent else turn_call_ids)
     request.review_channel = _review_channel(policy.for_team(run.team_id), actions)
     if digestible(policy, actions):
         request.digest_channel = request.review_channel or run.channel_id
@@ -177,29 +175,35 @@ def _action(
     )
 
 
-def _refuse_repeated_id(action: Action, call_id: str) -> None:
-    """A call whose tool-call id another call of the message shares: the gate knows a call by
-    its id, and the agent's review middleware maps each decision back to its call by it too,
-    so no decision on one of them could be told apart from a decision on the other (a reject
-    of one would drop both). Each is refused as the policy refuses a call, and the agent is
-    told why: it may ask again with ids of their own."""
+def _refuse_shared_ids(actions: list[Action], *, turn: Sequence[str]) -> None:
+    """Calls under a tool-call id that another call of the model's turn goes by, reviewed or
+    not: the gate knows a call by its id, and so do the agent's review middleware (a reject
+    of one drops them all) and the record of what each returned, so no decision on one could
+    be told apart from a decision on another. When one of them needs people, each of them
+    here is refused as the policy refuses a call (an exempt one too: it would be dropped with
+    the others and credited with their answer), and the agent is told why; calls all exempt
+    from review are left alone (a refusal would count towards stopping the agent). ``turn``:
+    that turn's ids, when they hold every reviewed one (a subagent's calls are not in its
+    parent's turn)."""
+    reviewed = [a.tool_call_id for a in actions if a.tool_call_id]
+    ids = list(turn) if turn and set(reviewed) <= set(turn) else reviewed
+    for call_id in {i for i in reviewed if ids.count(i) > 1}:
+        group = [a for a in actions if a.tool_call_id == call_id]
+        if all(a.exempt for a in group):
+            continue  # nobody reviews them: no decision of anyone's to tell apart
+        for action in group:
+            _refuse(action, call_id)
+
+
+def _refuse(action: Action, call_id: str) -> None:
     reason = (
         f"the agent sent the tool-call id {call_id[:80]} for more than one call in one message; "
         "a call can only be reviewed under an id of its own"
     )
     earlier = (action.extra or {}).get(POLICY_VETO)  # a constraint's, say: kept first
-    action.extra = {
-        **(action.extra or {}),
-        POLICY_VETO: f"{earlier} {reason}" if earlier else reason,
-    }
-    action.outcome = ActionOutcome.REJECTED
-
-
-def _shared_ids(turn: list[str], reviewed: list[str]) -> set[str]:
-    """Ids more than one call of the turn goes by (its reviewed calls alone, when the turn's
-    own calls are not known)."""
-    ids = turn or reviewed
-    return {i for i in ids if ids.count(i) > 1}
+    vetoed = f"{earlier} {reason}" if earlier else reason
+    action.extra = {**(action.extra or {}), POLICY_VETO: vetoed}
+    action.exempt, action.outcome = False, ActionOutcome.REJECTED
 
 
 def _veto(rule: ToolRule, args: Mapping[str, Any]) -> str | None:

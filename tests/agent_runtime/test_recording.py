@@ -87,17 +87,31 @@ def test_a_reviewed_call_sharing_its_id_with_a_call_not_under_review_is_refused(
     assert alone.outcome is None and POLICY_VETO not in (alone.extra or {})
 
 
-def test_a_call_exempt_from_review_is_left_exempt_though_its_id_is_shared():
-    """Nobody reviews it and the gate never looks it up: nothing to tell apart. Counted as a
-    refusal, it would bring the stop of an agent whose provider reuses ids closer."""
+def test_an_exempt_call_sharing_its_id_with_a_reviewed_one_is_refused_with_it():
+    """A reject of the reviewed one would drop it too, and the record of what each returned
+    would credit it with the other's answer: both are refused, and the agent told why."""
     read, send = _recorded(
         ("read_public_report", {"path": "reports/weekly.md"}),
         ("send_external_message", SEND_ARGS),
         ids=["c1", "c1"],
         turn=["c1", "c1"],
     )
-    assert (read.exempt, read.outcome) == (True, "approved")
+    assert (read.exempt, read.outcome) == (False, "rejected")
     assert send.outcome == "rejected"
+
+
+def test_calls_all_exempt_from_review_are_left_alone_though_their_id_is_shared():
+    """Nobody reviews them, and a refusal would count towards stopping the agent."""
+    report = ("read_public_report", {"path": "reports/weekly.md"})
+    first, second = _recorded(report, report, ids=["c1", "c1"], turn=["c1", "c1", "c2"])
+    assert [(a.exempt, a.outcome) for a in (first, second)] == [(True, "approved")] * 2
+
+
+def test_a_turn_that_does_not_hold_the_reviewed_calls_says_nothing_of_their_ids():
+    """A subagent's calls are in a message of its own, not in its parent's turn (the parent's
+    ``task`` calls)."""
+    (send,) = _recorded(("send_external_message", SEND_ARGS), ids=["c1"], turn=["t1", "t1"])
+    assert send.outcome is None
 
 
 def test_a_shared_id_keeps_the_policy_s_own_reason_first():
