@@ -464,12 +464,8 @@ def review_then_answer(checkpointer, **_offers):  # type: ignore[no-untyped-def]
 def long_call_ids_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no-untyped-def]
     """The offline model's plans with tool-call ids of 300 characters (a model may make them
     as long as it likes), a reviewed send run through the gate."""
-    from langchain.agents import create_agent
-    from langchain.agents.middleware import HumanInTheLoopMiddleware
-    from langchain_core.tools import StructuredTool
 
     from agent_runtime.offline_model import OfflineChatModel
-    from agent_runtime.protect import gate_tools
 
     class LongIds(OfflineChatModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
@@ -480,17 +476,7 @@ def long_call_ids_agent(checkpointer, *, model, workspace, gate):  # type: ignor
                         call["id"] = f"{call['id']}_{'x' * 300}"
             return result
 
-    def send(recipient: str, text: str) -> str:
-        workspace.record_effect("send_external_message", recipient=recipient, text=text)
-        return f"sent to {recipient}"
-
-    tool = StructuredTool.from_function(send, name="send_external_message", description="Send.")
-    review = HumanInTheLoopMiddleware(
-        interrupt_on={"send_external_message": {"allowed_decisions": ["approve", "reject"]}}
-    )
-    return create_agent(
-        LongIds(), gate_tools(gate, [tool]), middleware=[review], checkpointer=checkpointer
-    )
+    return _reviewed_sends(LongIds(), checkpointer=checkpointer, workspace=workspace, gate=gate)
 
 
 def failing_first_step(checkpointer, **_offers):  # type: ignore[no-untyped-def]
@@ -530,12 +516,8 @@ def held_first_step(checkpointer, **_offers):  # type: ignore[no-untyped-def]
 def one_call_id_twice_agent(checkpointer, *, model, workspace, gate):  # type: ignore[no-untyped-def]
     """The offline model's plans with every tool call of a message but the first under one
     id (a model may send the same id twice), each send reviewed and run through the gate."""
-    from langchain.agents import create_agent
-    from langchain.agents.middleware import HumanInTheLoopMiddleware
-    from langchain_core.tools import StructuredTool
 
     from agent_runtime.offline_model import OfflineChatModel
-    from agent_runtime.protect import gate_tools
 
     class OneId(OfflineChatModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
@@ -544,6 +526,18 @@ def one_call_id_twice_agent(checkpointer, *, model, workspace, gate):  # type: i
                 for call in getattr(generation.message, "tool_calls", [])[1:]:
                     call["id"] = "call_same"
             return result
+
+    return _reviewed_sends(OneId(), checkpointer=checkpointer, workspace=workspace, gate=gate)
+
+
+def _reviewed_sends(model, *, checkpointer, workspace, gate):  # type: ignore[no-untyped-def]
+    """An agent of ``model`` with one tool, a send reviewed (approve or reject) and run
+    through the gate."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import StructuredTool
+
+    from agent_runtime.protect import gate_tools
 
     def send(recipient: str, text: str) -> str:
         workspace.record_effect("send_external_message", recipient=recipient, text=text)
@@ -554,5 +548,5 @@ def one_call_id_twice_agent(checkpointer, *, model, workspace, gate):  # type: i
         interrupt_on={"send_external_message": {"allowed_decisions": ["approve", "reject"]}}
     )
     return create_agent(
-        OneId(), gate_tools(gate, [tool]), middleware=[review], checkpointer=checkpointer
+        model, gate_tools(gate, [tool]), middleware=[review], checkpointer=checkpointer
     )

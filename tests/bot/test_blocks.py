@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +20,8 @@ from bot.blocks.messages import (
     run_root_message,
 )
 from bot.blocks.modals import reject_modal
+from tests.bot.snapshot_files import assert_matches_snapshot
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
 AT = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 HOSTILE = "<!channel> <!here> <@U0BOSS> <!subteam^S123> <https://evil.example|Approve> & ```"
 RUN = RunView(
@@ -145,12 +143,7 @@ def assert_valid_message(message: dict[str, Any]) -> None:
 def test_card_matches_snapshot_and_validates(state):
     card = approval_card(STATES[state])
     assert_valid_message(card)
-    path = SNAPSHOTS / f"approval_card_{state}.json"
-    rendered = json.dumps(card, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_SNAPSHOTS"):
-        path.write_text(rendered, encoding="utf-8")
-    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
-    assert rendered == path.read_text(encoding="utf-8")
+    assert_matches_snapshot(card, f"approval_card_{state}")
 
 
 def test_buttons_only_for_undecided_actions_of_a_pending_card():
@@ -293,12 +286,7 @@ def test_a_result_sent_directly_says_where_it_could_not_go_and_matches_snapshot(
     finished = dataclasses.replace(RUN, status="completed", result_text="sent the note")
     message = run_result_elsewhere_message(finished, reason=reason)
     assert_valid_message(message)
-    path = SNAPSHOTS / f"result_elsewhere_{reason}.json"
-    rendered = json.dumps(message, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_SNAPSHOTS"):
-        path.write_text(rendered, encoding="utf-8")
-    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
-    assert rendered == path.read_text(encoding="utf-8")
+    assert_matches_snapshot(message, f"result_elsewhere_{reason}")
 
 
 def test_a_result_sent_directly_quotes_the_refusal_inertly():

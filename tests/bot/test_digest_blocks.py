@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 
 import pytest
@@ -13,11 +12,11 @@ import pytest
 from agent_runtime.recording import MAX_DIGEST_ACTIONS
 from agent_runtime.views import DecisionView, DigestView
 from bot.blocks.digest import MAX_ITEMS, digest_message
+from tests.bot.snapshot_files import assert_matches_snapshot
 from tests.bot.test_blocks import (
     AT,
     HOSTILE,
     LIVE,
-    SNAPSHOTS,
     action,
     approval,
     assert_valid_message,
@@ -63,12 +62,7 @@ STATES = {
 def test_digest_matches_snapshot_and_validates(state):
     message = digest_message(STATES[state])
     assert_valid_message(message)
-    path = SNAPSHOTS / f"digest_{state}.json"
-    rendered = json.dumps(message, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_SNAPSHOTS"):
-        path.write_text(rendered, encoding="utf-8")
-    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
-    assert rendered == path.read_text(encoding="utf-8")
+    assert_matches_snapshot(message, f"digest_{state}")
 
 
 def _values(message) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from collections import Counter
 from typing import Any
@@ -19,7 +18,8 @@ from agent_runtime.overview import DecidedRow, Home
 from bot.blocks.approvals_list import approvals_list
 from bot.blocks.home import home_view
 from bot.blocks.links import message_url
-from tests.bot.test_blocks import AT, HOSTILE, LIVE, RUN, SNAPSHOTS, action, approval
+from tests.bot.snapshot_files import assert_matches_snapshot
+from tests.bot.test_blocks import AT, HOSTILE, LIVE, RUN, action, approval
 
 WORKSPACE = "https://acme.slack.com/"
 OURS = r"<@U0ALICE>|<!date\^\d+\^[^|>]*\|[^>]*>|<https://acme\.slack\.com/[^|>]*\|"
@@ -68,12 +68,7 @@ def _valid_blocks(blocks: list[dict[str, Any]]) -> None:
 
 
 def _snapshot(name: str, rendered_obj: dict[str, Any]) -> None:
-    path = SNAPSHOTS / f"{name}.json"
-    rendered = json.dumps(rendered_obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_SNAPSHOTS"):
-        path.write_text(rendered, encoding="utf-8")
-    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
-    assert rendered == path.read_text(encoding="utf-8")
+    assert_matches_snapshot(rendered_obj, f"{name}")
 
 
 @pytest.mark.parametrize("name", sorted(LISTS))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 
 import pytest
 
 from agent_runtime.views import Reviewers
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
-from tests.bot.test_blocks import SNAPSHOTS, STATES, assert_valid_message
+from tests.bot.snapshot_files import assert_matches_snapshot
+from tests.bot.test_blocks import STATES, assert_valid_message
 
 LINK = "https://acme.slack.com/archives/C1/p20?thread_ts=1.0&cid=C1"
 PENDING = STATES["pending"]
@@ -31,12 +31,7 @@ MESSAGES = {
 def test_ping_messages_match_snapshots_and_validate(name):
     message = MESSAGES[name]
     assert_valid_message(message)
-    path = SNAPSHOTS / f"{name}.json"
-    rendered = json.dumps(message, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_SNAPSHOTS"):
-        path.write_text(rendered, encoding="utf-8")
-    assert path.exists(), f"missing snapshot {path.name}; run with UPDATE_SNAPSHOTS=1"
-    assert rendered == path.read_text(encoding="utf-8")
+    assert_matches_snapshot(message, f"{name}")
 
 
 def test_only_well_formed_policy_ids_become_mentions():
