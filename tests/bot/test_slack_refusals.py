@@ -3,61 +3,20 @@ by slack_sdk itself, from a local HTTP server answering as Slack (or a gateway) 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.slack_refusals import refused_for_good
-
-
-class _Answers(BaseHTTPRequestHandler):
-    """Answers every call with the status and body the path's last part names."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        kind, _, error = self.path.rsplit("/", 1)[-1].partition(".")
-        json_type, html_type = "application/json", "text/html"
-        if kind == "slack":
-            status, body, content = 200, json.dumps({"ok": False, "error": error}), json_type
-        elif kind == "down":  # Slack's own words, on an answer that is not a 200
-            status, body, content = 503, json.dumps({"ok": False, "error": error}), json_type
-        elif kind == "proxy":  # a page that is not Slack's, on a 200
-            status, body, content = (
-                200,
-                "<html><body>Sign in to the network</body></html>",
-                html_type,
-            )
-        elif kind == "gateway":
-            status, body, content = 502, "<html><body>Bad gateway</body></html>", html_type
-        else:
-            status, body, content = (
-                429,
-                json.dumps({"ok": False, "error": "ratelimited"}),
-                json_type,
-            )
-        self.send_response(status)
-        self.send_header("Content-Type", content)
-        self.send_header("Retry-After", "1")
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-    def log_message(self, *_args: object) -> None:
-        return None
+from tests.bot.slack_answers import answering
 
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/api/"
-    server.shutdown()
-    server.server_close()
+    with answering() as url:
+        yield url
 
 
 def _refusal(api: str, answer: str) -> SlackApiError:
