@@ -8,7 +8,6 @@ import logging
 from typing import Any, TypedDict
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from agent_runtime.errors import Undeliverable
 from agent_runtime.notifier import MessageRef
@@ -25,7 +24,7 @@ from bot.blocks.messages import (
 from bot.blocks.pings import card_elsewhere, mentions, reviewer_dm, reviewers_ping
 from bot.blocks.switch import switch_message
 from bot.escalation import EscalationPoster
-from bot.slack_refusals import refused_for_good
+from bot.slack_refusals import final_refusals
 from bot.tagged_messages import HISTORY_PAGES, card_tag, digest_tag, find_tagged, single_attempt
 from bot.workspaces import Workspaces
 from store.switch import SwitchState
@@ -167,34 +166,29 @@ class SlackNotifier:
         )
 
     def run_finished(self, run: RunView) -> None:
-        """``Undeliverable`` when Slack refuses the thread for good (``refused_for_good``). The
+        """``Undeliverable`` when the thread will never take it (``final_refusals``). The
         first message loses its Cancel button then too (not at every retry of a failure that
         may pass): the run has ended."""
         try:
-            self._client(run.team_id).chat_postMessage(
-                channel=run.channel_id,
-                thread_ts=run.thread_ts,
-                **run_result_message(run),
-                **NO_UNFURL,
-            )
-        except SlackApiError as exc:
-            if (refusal := refused_for_good(exc)) is None:
-                raise
+            with final_refusals():
+                self._client(run.team_id).chat_postMessage(
+                    channel=run.channel_id,
+                    thread_ts=run.thread_ts,
+                    **run_result_message(run),
+                    **NO_UNFURL,
+                )
+        except Undeliverable:
             self._redraw_root(run)
-            raise Undeliverable(refusal) from exc
+            raise
         self._redraw_root(run)
 
     def run_finished_directly(self, run: RunView, *, reason: str) -> None:
         """``Undeliverable`` when the requester can never be written to by the app."""
-        client = self._client(run.team_id)
-        try:
+        with final_refusals(direct=True):
+            client = self._client(run.team_id)
             opened = client.conversations_open(users=run.requester_id)
             message = run_result_elsewhere_message(run, reason=reason)
             client.chat_postMessage(channel=opened["channel"]["id"], **message, **NO_UNFURL)
-        except SlackApiError as exc:
-            if (refusal := refused_for_good(exc, direct=True)) is not None:
-                raise Undeliverable(refusal) from exc
-            raise
 
     def _redraw_root(self, run: RunView) -> None:
         """The run's first message loses its Cancel button once the run ended. Best effort:

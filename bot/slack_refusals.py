@@ -3,7 +3,13 @@ instead of trying again at every maintenance round for good."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from slack_sdk.errors import SlackApiError
+
+from agent_runtime.errors import Undeliverable
+from bot.workspaces import TokenNotRefreshed, WorkspaceNotInstalled
 
 IN_CHANNEL = frozenset(
     {"channel_not_found", "is_archived", "not_in_channel", "team_access_not_granted"}
@@ -50,3 +56,24 @@ def refused_for_good(exc: BaseException, *, direct: bool = False) -> str | None:
     if direct:
         return error if error and error not in MAY_PASS else None
     return error if error in IN_CHANNEL or error.startswith(RESTRICTED) else None
+
+
+NOT_INSTALLED = "workspace_not_installed"
+"""A workspace that removed the app: no token is left to post there with, until it installs
+the app again (a token whose refresh failed is not this: that may pass)."""
+
+
+@contextmanager
+def final_refusals(*, direct: bool = False) -> Iterator[None]:
+    """A post inside: ``Undeliverable`` for an answer no retry changes (``refused_for_good``),
+    or for a workspace that removed the app; anything else as it was raised."""
+    try:
+        yield
+    except WorkspaceNotInstalled as exc:
+        if isinstance(exc, TokenNotRefreshed):
+            raise
+        raise Undeliverable(NOT_INSTALLED) from exc
+    except SlackApiError as exc:
+        if (refusal := refused_for_good(exc, direct=direct)) is None:
+            raise
+        raise Undeliverable(refusal) from exc
