@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from sqlalchemy.orm import Session
@@ -20,7 +21,7 @@ from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
 from agent_runtime.gate_refusals import BLOCKED_EVENT, GateRefused, refuse, refuse_duplicate
-from agent_runtime.in_flight import InFlight
+from agent_runtime.in_flight import Hold, InFlight
 from agent_runtime.kill_switch import paused_reason
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
@@ -45,6 +46,8 @@ class Grant:
     action_id: str
     key: str
     stored_result: str | None
+    hold: Hold | None = field(default=None, compare=False, repr=False)
+    """This call's hold of the action while its effect may run (``InFlight``)."""
 
 
 class EffectGate:
@@ -74,7 +77,8 @@ class EffectGate:
             return grant.stored_result
         try:
             fault_point("inside_tool")
-            result = effect()
+            with self.running(grant):
+                result = effect()
         except Exception as exc:
             # The approval is spent either way; a replay of this call must not try again.
             self.finish(grant, f"Failed: {type(exc).__name__}: {exc}")
@@ -131,7 +135,12 @@ class EffectGate:
     def abandon(self, grant: Grant) -> None:
         """A call given up inside its effect, with no result (interrupted, cancelled): left
         cut short in the store, as a crash leaves it, for a replay to run again."""
-        self.in_flight.release(grant.action_id)
+        self.in_flight.release(grant.action_id, grant.hold)
+
+    def running(self, grant: Grant) -> AbstractContextManager[None]:
+        """Around the effect: while it runs, however long, the same call arriving again in
+        this process is refused as a duplicate, never taken for one cut short."""
+        return self.in_flight.running(grant.hold)
 
     def finish(self, grant: Grant, result: str) -> None:
         """One conditional update: on PostgreSQL it runs on its own, with no transaction
@@ -139,7 +148,7 @@ class EffectGate:
         with self.db.single() as s:
             ExecutionRepository(s).finish(grant.action_id, result=result)
         # Not kept, it would look cut short: held until it goes stale (``InFlight``).
-        self.in_flight.release(grant.action_id)
+        self.in_flight.release(grant.action_id, grant.hold)
 
     def _grant(
         self,
@@ -151,13 +160,13 @@ class EffectGate:
         if run_id is None:
             return self._refuse(run_id, tool_name, args, "it was called outside any run")
         call = (run_id, tool_name, args, tool_call_id)
-        held: list[str] = []  # actions whose effect this call took: let go if it never commits
+        held: list[Grant] = []  # what this call took: let go if it never commits
         try:
             with self.db.transaction() as s:
                 found = self._look(s, call, held)
         except BaseException:
-            for action_id in held:
-                self.in_flight.release(action_id)
+            for taken in held:
+                self.in_flight.release(taken.action_id, taken.hold)
             raise
         if found.grant is not None:
             return found.grant
@@ -165,7 +174,7 @@ class EffectGate:
             return self._refuse_duplicate(run_id, tool_name, args)
         return self._refuse(run_id, tool_name, args, found.reason)
 
-    def _look(self, s: Session, call: _Call, held: list[str]) -> _Found:
+    def _look(self, s: Session, call: _Call, held: list[Grant]) -> _Found:
         """Inside the grant's transaction: a replay, a spend, or why neither."""
         run_id, tool_name, args, tool_call_id = call
         # Shared lock on the run's row: a cancel (or an end) commits before this check or
@@ -189,8 +198,9 @@ class EffectGate:
         drifted = [d for d in map(self._drift, current) if d is not None]
         spent, duplicate = self._spend(s, call, current)
         if spent is not None and spent.stored_result is None:
-            self.in_flight.take(spent.action_id)  # not committed yet: nobody else holds it
-            held.append(spent.action_id)
+            # Not committed yet: nobody else holds it.
+            spent = replace(spent, hold=self.in_flight.take(spent.action_id))
+            held.append(spent)
         if spent is not None:
             return _Found(grant=spent)
         if cancelled:
@@ -205,22 +215,24 @@ class EffectGate:
             reason = _why(candidates, matching, current)
         return _Found(duplicate=duplicate, reason=reason)
 
-    def _replayed(self, s: Session, replay: Grant, call: _Call, held: list[str]) -> _Found:
+    def _replayed(self, s: Session, replay: Grant, call: _Call, held: list[Grant]) -> _Found:
         """A kept result as it is. A call cut short runs again only if this process is not
         running it now (``InFlight``); once this call holds it, its record is read again: the
         run that held it until then may have kept its result since the first look."""
         if replay.stored_result is not None:
             return _Found(grant=replay)
-        if not self.in_flight.take(replay.action_id):
+        hold = self.in_flight.take(replay.action_id)
+        if hold is None:
             return _Found(duplicate=True)
-        held.append(replay.action_id)
+        replay = replace(replay, hold=hold)
+        held.append(replay)
         run_id, tool_name, _args, tool_call_id = call
         now = CallLooks(s).again(run=run_id, tool=tool_name, call=tool_call_id).spent
         kept = [done.result for action, done in now if action.id == replay.action_id]
         if not kept or kept[0] is None:
             return _Found(grant=replay)
-        held.remove(replay.action_id)
-        self.in_flight.release(replay.action_id)
+        held.remove(replay)
+        self.in_flight.release(replay.action_id, hold)
         return _Found(grant=Grant(replay.action_id, replay.key, kept[0]))
 
     def _spend(

@@ -8,31 +8,59 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 STALE_AFTER = 15 * 60.0
-"""Seconds after which an action taken and never given back (a call cancelled on its way
-out, say) may be taken again: a call still running by then is not told apart from one cut
-short."""
+"""Seconds after which an action taken and never given back (a caller of ``authorize`` that
+never called ``finish`` or ``abandon``) may be taken again; never while its effect runs inside
+``running``, however long it takes (an infrastructure change may take hours)."""
+
+
+@dataclass(eq=False)
+class Hold:
+    """One caller's hold of an action: only that caller gives it back."""
+
+    taken_at: float
+    effects: int = 0
+    """Effects of this hold running now (``running``): it does not go stale meanwhile."""
 
 
 class InFlight:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._running: dict[str, float] = {}
+        self._held: dict[str, Hold] = {}
         self._lock = threading.Lock()
 
-    def take(self, action_id: str) -> bool:
-        """Whether this caller may run the action's effect now: no other call in this process
-        is running it (or the one that took it has not given it back for ``STALE_AFTER``)."""
+    def take(self, action_id: str) -> Hold | None:
+        """This caller's hold, if it may run the action's effect now: no other call in this
+        process holds it (or the one that took it has not given it back for ``STALE_AFTER``,
+        and its effect is not running)."""
         with self._lock:
             now = self.clock()
-            taken = self._running.get(action_id)
-            if taken is not None and now - taken < STALE_AFTER:
-                return False
-            self._running[action_id] = now
-            return True
+            held = self._held.get(action_id)
+            if held is not None and (held.effects or now - held.taken_at < STALE_AFTER):
+                return None
+            hold = self._held[action_id] = Hold(now)
+            return hold
 
-    def release(self, action_id: str) -> None:
+    def release(self, action_id: str, hold: Hold | None) -> None:
+        """Give back ``hold``; a hold taken over since (it went stale) stays with its taker."""
         with self._lock:
-            self._running.pop(action_id, None)
+            if hold is not None and self._held.get(action_id) is hold:
+                del self._held[action_id]
+
+    @contextmanager
+    def running(self, hold: Hold | None) -> Iterator[None]:
+        """Around the effect of ``hold``'s action: not stale while it runs."""
+        if hold is None:
+            yield
+            return
+        with self._lock:
+            hold.effects += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                hold.effects -= 1

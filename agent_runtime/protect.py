@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from langchain_core.messages import ToolMessage
@@ -39,7 +40,8 @@ class GatedTool(BaseTool):
         if grant is not None and grant.stored_result is not None:
             return self._message(grant.stored_result, call_id)
         try:
-            output = self.inner.invoke(input, config, **kwargs)
+            with self._running(grant):
+                output = self.inner.invoke(input, config, **kwargs)
         except Exception as exc:
             self._failed(grant, exc)
             raise
@@ -66,7 +68,8 @@ class GatedTool(BaseTool):
         if grant is not None and grant.stored_result is not None:
             return self._message(grant.stored_result, call_id)
         try:
-            output = await self.inner.ainvoke(input, config, **kwargs)
+            with self._running(grant):
+                output = await self.inner.ainvoke(input, config, **kwargs)
         except Exception as exc:
             await _settled(asyncio.to_thread(self._failed, grant, exc))
             raise
@@ -85,6 +88,9 @@ class GatedTool(BaseTool):
         return self.gate.authorize(
             config, tool_name=self.name, args=sent, tool_call_id=call_id, schema=self.own_schema
         )
+
+    def _running(self, grant: Grant | None) -> AbstractContextManager[None]:
+        return nullcontext() if grant is None else self.gate.running(grant)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("GatedTool runs through invoke()")

@@ -597,3 +597,35 @@ def test_a_call_that_ran_before_its_run_ended_gets_its_result_back_not_a_refusal
         s.get(Run, run_id).status = "failed"
     assert (call(), calls) == ("sent", [1])
     assert blocked(env) == []
+
+
+def test_a_wrapped_tool_s_long_effect_is_never_taken_for_one_cut_short(env):
+    """The wrapped tool's effect outlasts the time after which a hold never given back goes
+    stale: the same call arriving meanwhile is refused as a duplicate, not run again."""
+    import threading
+
+    from agent_runtime.in_flight import STALE_AFTER, InFlight
+
+    now = [1000.0]
+    env.gate.in_flight = InFlight(clock=lambda: now[0])
+    inside, done = threading.Event(), threading.Event()
+    attempts: list[int] = []
+
+    def send(recipient: str, text: str) -> str:
+        attempts.append(1)
+        inside.set()
+        assert done.wait(10), "the test never let the effect end"
+        return "sent"
+
+    guarded, run_id, call = _approved_send(env, send)
+    first = threading.Thread(target=guarded.invoke, args=(call, config(run_id)))
+    first.start()
+    try:
+        assert inside.wait(10)
+        now[0] += 4 * STALE_AFTER  # an hour into the effect
+        again = guarded.invoke(call, config(run_id))
+    finally:
+        done.set()
+        first.join(10)
+    assert isinstance(again, ToolMessage) and "Not run again" in str(again.content)
+    assert len(attempts) == 1

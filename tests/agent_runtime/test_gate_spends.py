@@ -337,3 +337,33 @@ def test_a_call_that_looked_while_the_same_call_ran_gets_the_result_kept_since(
     finally:
         close_checkpointer(env.runtime.checkpointer)
         env.db.dispose()
+
+
+def test_the_same_call_arriving_while_a_long_effect_runs_is_not_run_again(env):
+    """The first call's effect outlasts the time after which a hold never given back is
+    taken for one cut short (an infrastructure change may take hours): while it runs, the
+    same call arriving again is refused as a duplicate, however late."""
+    import threading
+
+    from agent_runtime.in_flight import STALE_AFTER, InFlight
+
+    run_id = _approved(env)
+    now = [1000.0]
+    env.gate.in_flight = InFlight(clock=lambda: now[0])
+    real_take = env.gate.in_flight.take
+
+    def take(action_id: str):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "second":
+            now[0] += 4 * STALE_AFTER  # the first's effect has run for an hour by now
+        return real_take(action_id)
+
+    env.gate.in_flight.take = take  # type: ignore[method-assign]
+    second_done = threading.Event()
+    effects, outcomes = _twice(
+        env,
+        run_id,
+        wait_inside=second_done,
+        done=lambda me: me == "second" and second_done.set(),
+    )
+    assert effects == ["first"] and outcomes["first"] == "sent"
+    assert outcomes["second"].startswith("Not run again: this very send_external_message")
