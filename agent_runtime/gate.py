@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from sqlalchemy.orm import Session
@@ -21,13 +21,13 @@ from agent_runtime.catalog import ArgsState, ToolCatalog
 from agent_runtime.constraints import violations
 from agent_runtime.faults import fault_point
 from agent_runtime.gate_refusals import BLOCKED_EVENT, GateRefused, refuse, refuse_duplicate
-from agent_runtime.in_flight import Hold, InFlight
+from agent_runtime.grants import Grant, bound_hash_of, idempotency_key, why_not
+from agent_runtime.in_flight import InFlight
 from agent_runtime.kill_switch import paused_reason
 from agent_runtime.notifier import Notifier
 from agent_runtime.policy import Policy
 from agent_runtime.recording import version_drift
 from agent_runtime.schemas import InvalidArguments, ToolSchema
-from agent_runtime.wire import action_hash
 from store.call_looks import CallLooks, GatedAction, Spend
 from store.db import Database
 from store.executions import ExecutionRepository
@@ -35,19 +35,8 @@ from store.statuses import FINISHED_RUN, RequestStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 __all__ = ["BLOCKED_EVENT", "EffectGate", "GateRefused", "Grant"]
-"""``GateRefused`` and ``BLOCKED_EVENT`` live in ``gate_refusals``; tools import them here."""
-
-
-@dataclass(frozen=True)
-class Grant:
-    """Leave to run one approved action. ``key`` (tenant + operation id + reviewed action hash)
-    is the effect's idempotency key: pass it on to systems that accept one."""
-
-    action_id: str
-    key: str
-    stored_result: str | None
-    hold: Hold | None = field(default=None, compare=False, repr=False)
-    """This call's hold of the action while its effect may run (``InFlight``)."""
+"""``GateRefused`` and ``BLOCKED_EVENT`` live in ``gate_refusals``, ``Grant`` in ``grants``;
+tools import them here."""
 
 
 class EffectGate:
@@ -193,7 +182,7 @@ class EffectGate:
         if replay is not None:
             return self._replayed(s, replay, call, held)
         candidates = [] if blocked else found.spendable
-        matching = [a for a in candidates if a.bound_hash == _hash(a, tool_name, args)]
+        matching = [a for a in candidates if a.bound_hash == bound_hash_of(a, tool_name, args)]
         current = [a for a in matching if a.request.policy_version == self.policy.version]
         drifted = [d for d in map(self._drift, current) if d is not None]
         spent, duplicate = self._spend(s, call, current)
@@ -212,7 +201,7 @@ class EffectGate:
         elif drifted:
             reason = f"its approval no longer holds: {drifted[0]}"
         else:
-            reason = _why(candidates, matching, current)
+            reason = why_not(candidates, matching, current)
         return _Found(duplicate=duplicate, reason=reason)
 
     def _replayed(self, s: Session, replay: Grant, call: _Call, held: list[Grant]) -> _Found:
@@ -247,7 +236,7 @@ class EffectGate:
         named = [a for a in current if tool_call_id and a.tool_call_id == tool_call_id]
         spends, lost = ExecutionRepository(s), False
         for action in (a for a in named or current if self._drift(a) is None):
-            key = _key(action)
+            key = idempotency_key(action)
             if spends.start(action.id, tool=tool_name, key=key, tool_call_id=tool_call_id):
                 return Grant(action.id, key, None), False
             lost = True
@@ -269,7 +258,7 @@ class EffectGate:
         ``blocked``)."""
         _run_id, tool_name, args, _tool_call_id = call
         for action, done in spent:
-            if action.bound_hash != _hash(action, tool_name, args):
+            if action.bound_hash != bound_hash_of(action, tool_name, args):
                 continue
             if done.result is not None:
                 return Grant(action.id, done.idempotency_key, done.result)  # a replay
@@ -299,24 +288,3 @@ class _Found:
 
 _Call = tuple[str, str, dict[str, Any], str]
 """A gated call: its run (thread) id, tool name, arguments and tool-call id."""
-
-
-def _hash(action: GatedAction, tool_name: str, args: dict[str, Any]) -> str:
-    return action_hash(tool_name, args, action.request.policy_version)
-
-
-def _key(action: GatedAction) -> str:
-    """Tenant + operation id + reviewed action hash: the side effect's idempotency key."""
-    return f"{action.request.team_id or '-'}:{action.operation_id}:{action.bound_hash}"
-
-
-def _why(
-    candidates: list[GatedAction], matching: list[GatedAction], current: list[GatedAction]
-) -> str:
-    if matching and not current:
-        return "it was approved under an earlier version of the approval policy"
-    if matching:
-        return "its approval was already used by another call"
-    if candidates:
-        return "its arguments differ from the ones reviewers approved"
-    return "no reviewer approved this call"
