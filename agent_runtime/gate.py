@@ -201,7 +201,7 @@ class EffectGate:
         elif drifted:
             reason = f"its approval no longer holds: {drifted[0]}"
         else:
-            reason = why_not(candidates, matching, current)
+            reason = why_not(candidates, matching, current=current)
         return _Found(duplicate=duplicate, reason=reason)
 
     def _replayed(self, s: Session, replay: Grant, call: _Call, held: list[Grant]) -> _Found:
@@ -220,7 +220,7 @@ class EffectGate:
         kept = [done.result for action, done in now if action.id == replay.action_id]
         if not kept or kept[0] is None:
             return _Found(grant=replay)
-        held.remove(replay)
+        held[:] = [taken for taken in held if taken is not replay]
         self.in_flight.release(replay.action_id, hold)
         return _Found(grant=Grant(replay.action_id, replay.key, kept[0]))
 

@@ -34,7 +34,7 @@ def idempotency_key(action: GatedAction) -> str:
 
 
 def why_not(
-    candidates: list[GatedAction], matching: list[GatedAction], current: list[GatedAction]
+    candidates: list[GatedAction], matching: list[GatedAction], *, current: list[GatedAction]
 ) -> str:
     """Why no approval could be spent: what differs between the call and what was approved."""
     if matching and not current:

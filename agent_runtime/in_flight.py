@@ -53,7 +53,8 @@ class InFlight:
 
     @contextmanager
     def running(self, hold: Hold | None) -> Iterator[None]:
-        """Around the effect of ``hold``'s action: not stale while it runs."""
+        """Around the effect of ``hold``'s action: not stale while it runs, nor for
+        ``STALE_AFTER`` after it ended (its result is kept after it, and may fail to be)."""
         if hold is None:
             yield
             return
@@ -64,3 +65,4 @@ class InFlight:
         finally:
             with self._lock:
                 hold.effects -= 1
+                hold.taken_at = self.clock()

@@ -618,7 +618,8 @@ def test_a_wrapped_tool_s_long_effect_is_never_taken_for_one_cut_short(env):
         return "sent"
 
     guarded, run_id, call = _approved_send(env, send)
-    first = threading.Thread(target=guarded.invoke, args=(call, config(run_id)))
+    outputs: list[object] = []
+    first = threading.Thread(target=lambda: outputs.append(guarded.invoke(call, config(run_id))))
     first.start()
     try:
         assert inside.wait(10)
@@ -627,5 +628,7 @@ def test_a_wrapped_tool_s_long_effect_is_never_taken_for_one_cut_short(env):
     finally:
         done.set()
         first.join(10)
+    assert not first.is_alive()
     assert isinstance(again, ToolMessage) and "Not run again" in str(again.content)
     assert len(attempts) == 1
+    assert [str(getattr(o, "content", o)) for o in outputs] == ["sent"], "the first one ran"

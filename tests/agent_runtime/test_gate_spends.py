@@ -367,3 +367,35 @@ def test_the_same_call_arriving_while_a_long_effect_runs_is_not_run_again(env):
     )
     assert effects == ["first"] and outcomes["first"] == "sent"
     assert outcomes["second"].startswith("Not run again: this very send_external_message")
+
+
+def test_a_long_effect_whose_result_could_not_be_kept_is_not_run_again_at_once(env):
+    """The effect outlasted the staleness window, then keeping its result failed: the same
+    call tried again right after (a retry policy on the tool node, say) is refused as a
+    duplicate, not taken for one cut short."""
+    from agent_runtime.gate import GateRefused
+    from agent_runtime.in_flight import STALE_AFTER, InFlight
+
+    run_id = _approved(env)
+    now = [1000.0]
+    env.gate.in_flight = InFlight(clock=lambda: now[0])
+    effects: list[int] = []
+
+    def long_effect() -> str:
+        effects.append(1)
+        now[0] += 4 * STALE_AFTER  # an hour-long change
+        return "changed"
+
+    real_finish = env.gate.finish
+
+    def finish_fails(grant, result):  # type: ignore[no-untyped-def]
+        env.gate.finish = real_finish  # type: ignore[method-assign]
+        raise ConnectionError("the store went away for a moment")
+
+    env.gate.finish = finish_fails  # type: ignore[method-assign]
+    call = {"tool_name": "send_external_message", "args": SEND_ARGS, "tool_call_id": "c1"}
+    with pytest.raises(ConnectionError):
+        env.gate.run(config(run_id), effect=long_effect, **call)
+    with pytest.raises(GateRefused, match="Not run again"):
+        env.gate.run(config(run_id), effect=long_effect, **call)
+    assert effects == [1]

@@ -42,4 +42,6 @@ def test_a_hold_whose_effect_is_running_never_goes_stale() -> None:
     with running.running(hold):
         now[0] += 10 * STALE_AFTER  # an infrastructure change, say
         assert running.take("act_1") is None
-    assert running.take("act_1") is not None, "done running and never given back: stale"
+    assert running.take("act_1") is None, "its result is kept after it: held meanwhile"
+    now[0] += STALE_AFTER
+    assert running.take("act_1") is not None, "ended and never given back: stale"
