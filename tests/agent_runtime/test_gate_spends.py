@@ -280,14 +280,11 @@ def _twice(env, run_id: str, *, wait_inside, done) -> tuple[list[str], dict[str,
     return effects, outcomes
 
 
-def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(env):
-    """A model that sends one tool-call id twice in a message gets both calls run at once by a
-    tool node. The second looks after the first spent the approval, while the first is still
-    inside its effect: in the store that looks like a call cut short by a crash, whose replay
-    would run the effect again. It is refused as a duplicate instead; the effect runs once."""
+def _second_refused_while_the_first_runs(env, run_id: str) -> None:  # type: ignore[no-untyped-def]
+    """``_twice``, the first call's effect waiting for the second to be answered: the effect
+    ran once, and the second was refused as the same call running."""
     import threading
 
-    run_id = _approved(env)
     second_done = threading.Event()
     effects, outcomes = _twice(
         env,
@@ -297,6 +294,16 @@ def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(en
     )
     assert effects == ["first"] and outcomes["first"] == "sent"
     assert outcomes["second"].startswith("Not run again: this very send_external_message")
+
+
+def test_a_call_arriving_while_the_same_call_runs_its_effect_is_not_run_again(env):
+    """A model that sends one tool-call id twice in a message gets both calls run at once by a
+    tool node. The second looks after the first spent the approval, while the first is still
+    inside its effect: in the store that looks like a call cut short by a crash, whose replay
+    would run the effect again. It is refused as a duplicate instead; the effect runs once."""
+
+    run_id = _approved(env)
+    _second_refused_while_the_first_runs(env, run_id)
     again = env.gate.run(
         config(run_id),
         tool_name="send_external_message",
@@ -358,15 +365,7 @@ def test_the_same_call_arriving_while_a_long_effect_runs_is_not_run_again(env):
         return real_take(action_id)
 
     env.gate.in_flight.take = take  # type: ignore[method-assign]
-    second_done = threading.Event()
-    effects, outcomes = _twice(
-        env,
-        run_id,
-        wait_inside=second_done,
-        done=lambda me: me == "second" and second_done.set(),
-    )
-    assert effects == ["first"] and outcomes["first"] == "sent"
-    assert outcomes["second"].startswith("Not run again: this very send_external_message")
+    _second_refused_while_the_first_runs(env, run_id)
 
 
 def test_a_long_effect_whose_result_could_not_be_kept_is_not_run_again_at_once(env):

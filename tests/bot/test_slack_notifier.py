@@ -3,24 +3,17 @@ that removed the app has no token left to post with, in the thread or in a direc
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from slack_sdk import WebClient
 
 from agent_runtime.errors import Undeliverable
-from agent_runtime.views import RunView
 from bot.slack_notifier import SlackNotifier
 from bot.workspaces import SingleWorkspace, TokenNotRefreshed, WorkspaceNotInstalled
+from tests.bot.test_blocks import RUN as BLOCKS_RUN
 
-RUN = RunView(
-    id="run_1",
-    requester_id="U0ALICE",
-    channel_id="C1",
-    thread_ts="1.0",
-    request_text="send the note",
-    status="completed",
-    result_text="sent",
-    team_id="T0GONE",
-)
+RUN = dataclasses.replace(BLOCKS_RUN, status="completed", result_text="sent", team_id="T0GONE")
 
 
 class _Removed(SingleWorkspace):
