@@ -60,7 +60,12 @@ def refused_for_good(exc: BaseException, *, direct: bool = False) -> str | None:
 
 NOT_INSTALLED = "workspace_not_installed"
 """A workspace that removed the app: no token is left to post there with, until it installs
-the app again (a token whose refresh failed is not this: that may pass)."""
+the app again."""
+REFRESH_REFUSED = frozenset(
+    {"account_inactive", "invalid_auth", "invalid_refresh_token", "token_revoked"}
+)
+"""Slack's answers to a token refresh that no retry changes: the same as a workspace that
+removed the app (any other refused refresh, a rate limit say, may pass)."""
 
 
 @contextmanager
@@ -70,7 +75,7 @@ def final_refusals(*, direct: bool = False) -> Iterator[None]:
     try:
         yield
     except WorkspaceNotInstalled as exc:
-        if isinstance(exc, TokenNotRefreshed):
+        if isinstance(exc, TokenNotRefreshed) and exc.error not in REFRESH_REFUSED:
             raise
         raise Undeliverable(NOT_INSTALLED) from exc
     except SlackApiError as exc:

@@ -43,6 +43,8 @@ class TokenNotRefreshed(WorkspaceNotInstalled):
     def __init__(self, team_id: str, error: str) -> None:
         reason = f"the bot token of workspace {team_id} was not refreshed ({error})"
         super().__init__(team_id, reason=reason)
+        self.error = error
+        """Slack's error code for the refused refresh."""
 
 
 class Workspaces(Protocol):

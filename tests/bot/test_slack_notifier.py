@@ -35,13 +35,25 @@ def test_a_workspace_that_removed_the_app_is_never_posted_to_again(tell):
 
 
 class _NotRefreshed(SingleWorkspace):
-    """A token whose refresh Slack refused just now (rate-limited, say): it may pass."""
+    """A token whose refresh Slack refused just now, with ``error``."""
+
+    error = "ratelimited"
 
     def client(self, team_id: str | None):  # type: ignore[no-untyped-def]
-        raise TokenNotRefreshed(team_id or "", "ratelimited")
+        raise TokenNotRefreshed(team_id or "", self.error)
 
 
-def test_a_token_whose_refresh_failed_is_tried_again():
+def test_a_token_whose_refresh_failed_for_now_is_tried_again():
     notifier = SlackNotifier(_NotRefreshed(WebClient(token="xoxb-old")))
     with pytest.raises(TokenNotRefreshed):
         notifier.run_finished(RUN)
+
+
+def test_a_token_whose_refresh_slack_refused_for_good_is_never_posted_with_again():
+    """A revoked refresh token: nothing can be said there until the workspace installs the
+    app again, as if it had removed it."""
+    workspace = _NotRefreshed(WebClient(token="xoxb-old"))
+    workspace.error = "invalid_refresh_token"
+    with pytest.raises(Undeliverable) as refused:
+        SlackNotifier(workspace).run_finished(RUN)
+    assert refused.value.reason == "workspace_not_installed"
