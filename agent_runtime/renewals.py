@@ -62,8 +62,13 @@ class Renewals:
             if not self._timing and not self._start(self._keep_time, "timer"):
                 raise RuntimeError(f"no thread to renew the lease of {key}")
             self._timing = True
+            # Every lease waiting to be renewed is due no later than this one: the time
+            # keeper, waiting for the earliest, needs no wake-up (each is a thread switch on
+            # the caller's path, a click's say). Unless it waits for none at all.
+            idle = all(held.renewing for held in self._leases)
             self._leases.add(lease)
-            self._changed.notify_all()
+            if idle:
+                self._changed.notify_all()
         try:
             yield
         finally:

@@ -287,3 +287,35 @@ def test_workers_that_die_are_replaced() -> None:
 
     with renewals.kept("item", dies, lost=renew.lost.set):
         assert renew.reached.wait(WAIT)
+
+
+def test_a_lease_kept_while_every_other_is_being_renewed_is_renewed_on_time() -> None:
+    """The only lease there was is being renewed (its renewal waits): the time keeper waits
+    for nothing due. A lease kept then must still be renewed a round later."""
+    renewals = Renewals(every=0.01, name="test-leases")
+    waiting, release = threading.Event(), threading.Event()
+
+    def stuck() -> bool:
+        waiting.set()
+        return release.wait(WAIT)
+
+    later = Counted(times=2)
+    try:
+        with renewals.kept("stuck", stuck, lost=release.set):
+            assert waiting.wait(WAIT)
+            with renewals.kept("later", later, lost=later.lost.set):
+                assert later.reached.wait(WAIT), "a lease kept meanwhile was never renewed"
+    finally:
+        release.set()
+
+
+def test_a_lease_kept_after_an_idle_while_is_renewed_on_time() -> None:
+    """The time keeper waits out its idle time with no lease at all: one kept then must not
+    wait that long."""
+    renewals = Renewals(every=0.01, name="test-leases", idle=WAIT * 10)
+    first = Counted(times=1)
+    with renewals.kept("first", first, lost=first.lost.set):
+        assert first.reached.wait(WAIT)
+    second = Counted(times=2)
+    with renewals.kept("second", second, lost=second.lost.set):
+        assert second.reached.wait(WAIT), "renewed only once the keeper's idle wait ended"
