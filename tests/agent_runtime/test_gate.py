@@ -632,3 +632,55 @@ def test_a_wrapped_tool_s_long_effect_is_never_taken_for_one_cut_short(env):
     assert isinstance(again, ToolMessage) and "Not run again" in str(again.content)
     assert len(attempts) == 1
     assert [str(getattr(o, "content", o)) for o in outputs] == ["sent"], "the first one ran"
+
+
+def test_an_async_call_cancelled_while_its_grant_is_taken_gives_the_grant_back(env):
+    """On an async agent, the caller of a tool with a coroutine of its own is cancelled while
+    the gate's grant is being taken in a thread (that hop is not stopped): once taken, the
+    grant is given back, so the call is left cut short, as a crash leaves it. Its replay runs
+    the effect, once, instead of being refused as the same call still running."""
+    import asyncio
+    import threading
+
+    authorizing, let_through, given_back = threading.Event(), threading.Event(), threading.Event()
+    attempts: list[int] = []
+
+    async def send(recipient: str, text: str) -> str:
+        attempts.append(1)
+        return "sent"
+
+    guarded = gate_tool(
+        env.gate,
+        StructuredTool.from_function(
+            coroutine=send, name="send_external_message", description="Send."
+        ),
+    )
+    run_id, _action = paused_run(env)
+    approved_and_resuming(env, run_id)
+    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    authorize, abandon = env.gate.authorize, env.gate.abandon
+
+    def slow_authorize(*args, **kwargs):  # type: ignore[no-untyped-def]
+        authorizing.set()
+        assert let_through.wait(10), "the test never let the grant be taken"
+        return authorize(*args, **kwargs)
+
+    def abandoned(grant):  # type: ignore[no-untyped-def]
+        abandon(grant)
+        given_back.set()
+
+    env.gate.authorize, env.gate.abandon = slow_authorize, abandoned  # type: ignore[method-assign]
+
+    async def cancel_in_the_grant() -> None:
+        task = asyncio.ensure_future(guarded.ainvoke(call, config(run_id)))
+        assert await asyncio.to_thread(authorizing.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        let_through.set()
+        assert await asyncio.to_thread(given_back.wait, 10), "the grant taken was kept"
+        again = await guarded.ainvoke(call, config(run_id))
+        assert isinstance(again, ToolMessage) and again.content == "sent"
+
+    asyncio.run(cancel_in_the_grant())
+    assert attempts == [1]
