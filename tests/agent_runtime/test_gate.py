@@ -343,13 +343,14 @@ def test_an_effect_before_a_second_review_in_the_same_node_is_not_repeated(tmp_p
     assert blocked(env) == []
 
 
-def _approved_send(env, send):  # type: ignore[no-untyped-def]
+def _approved_send(env, send, *, coroutine=None):  # type: ignore[no-untyped-def]
     """``send`` wrapped by the gate, as an agent is built (before any review: its schema joins
-    the catalog); a run whose one call of it is approved and being resumed; that call."""
-    guarded = gate_tool(
-        env.gate,
-        StructuredTool.from_function(send, name="send_external_message", description="Send."),
+    the catalog); a run whose one call of it is approved and being resumed; that call.
+    ``coroutine``: the tool's own, for an async agent (``send`` None)."""
+    tool = StructuredTool.from_function(
+        send, coroutine=coroutine, name="send_external_message", description="Send."
     )
+    guarded = gate_tool(env.gate, tool)
     run_id, _action = paused_run(env)
     approved_and_resuming(env, run_id)
     call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
@@ -649,15 +650,7 @@ def test_an_async_call_cancelled_while_its_grant_is_taken_gives_the_grant_back(e
         attempts.append(1)
         return "sent"
 
-    guarded = gate_tool(
-        env.gate,
-        StructuredTool.from_function(
-            coroutine=send, name="send_external_message", description="Send."
-        ),
-    )
-    run_id, _action = paused_run(env)
-    approved_and_resuming(env, run_id)
-    call = {"name": "send_external_message", "args": SEND_ARGS, "id": "c1", "type": "tool_call"}
+    guarded, run_id, call = _approved_send(env, None, coroutine=send)
     authorize, abandon = env.gate.authorize, env.gate.abandon
 
     def slow_authorize(*args, **kwargs):  # type: ignore[no-untyped-def]
